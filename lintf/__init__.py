@@ -1,0 +1,26 @@
+"""lintf: linear transformers (Katharopoulos et al. 2020) on PyTorch Lightning.
+
+Importing the package registers every built-in attention and feature map.
+"""
+
+from lintf import attention as _attention  # noqa: F401  (registers built-in attentions)
+from lintf import feature_maps as _feature_maps  # noqa: F401  (registers built-in feature maps)
+from lintf.registry import (
+    build_attention,
+    build_feature_map,
+    list_attentions,
+    list_feature_maps,
+    register_attention,
+    register_feature_map,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "build_attention",
+    "build_feature_map",
+    "list_attentions",
+    "list_feature_maps",
+    "register_attention",
+    "register_feature_map",
+]

@@ -1,0 +1,85 @@
+"""Linear attention (Katharopoulos et al. 2020): phi(Q) (phi(K)^T V), O(N) time and memory.
+
+Causal attention is the RNN  S_i = S_{i-1} + phi(k_i) v_i^T,  z_i = z_{i-1} + phi(k_i),
+out_i = phi(q_i)^T S_i / (phi(q_i)^T z_i + eps). ``forward`` runs it in parallel through
+``lintf.ops.causal_linear_attention``; ``step`` advances (S, z) by one token in O(C M).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from lintf.attention.base import Attention, State
+from lintf.ops import accumulation_dtype, causal_linear_attention
+from lintf.registry import build_feature_map, register_attention
+
+
+@register_attention("linear")
+class LinearAttention(Attention):
+    """Kernelised attention with a registered feature map phi.
+
+    State and normaliser accumulate in fp32 (fp64 for fp64 inputs); outputs come back in the
+    dtype of v.
+
+    Args:
+        head_dim: D.
+        feature_map: registry name of phi (see ``lintf.list_feature_maps()``).
+        feature_map_kwargs: extra arguments of that feature map.
+        eps: added to the denominator phi(q).z.
+    """
+
+    def __init__(
+        self,
+        head_dim: int,
+        feature_map: str = "elu",
+        feature_map_kwargs: dict[str, Any] | None = None,
+        eps: float = 1e-6,
+    ) -> None:
+        super().__init__(head_dim)
+        self.feature_map = build_feature_map(feature_map, head_dim, **(feature_map_kwargs or {}))
+        self.eps = eps
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, causal: bool, key_padding_mask: Tensor | None) -> Tensor:
+        self.feature_map.maybe_redraw()
+        phi_q = self.feature_map.forward_queries(q)  # (B, H, N, C)
+        phi_k = self.feature_map.forward_keys(k)  # (B, H, S, C)
+        if key_padding_mask is not None:
+            phi_k = phi_k.masked_fill(key_padding_mask[:, None, :, None], 0.0)  # padded keys add nothing
+        if causal:
+            return causal_linear_attention(phi_q.to(v.dtype), phi_k.to(v.dtype), v, self.eps)
+        acc = accumulation_dtype(v.dtype)
+        phi_q, phi_k = phi_q.to(acc), phi_k.to(acc)
+        kv = phi_k.transpose(-1, -2) @ v.to(acc)  # (B, H, C, M)
+        normaliser = phi_k.sum(dim=2)  # (B, H, C)
+        numerator = phi_q @ kv  # (B, H, N, M)
+        denominator = phi_q @ normaliser.unsqueeze(-1)  # (B, H, N, 1)
+        return (numerator / (denominator + self.eps)).to(v.dtype)
+
+    def init_state(
+        self,
+        batch_size: int,
+        n_heads: int,
+        value_dim: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> State:
+        acc = accumulation_dtype(dtype)
+        features = self.feature_map.out_dim
+        return {
+            "kv": torch.zeros(batch_size, n_heads, features, value_dim, device=device, dtype=acc),  # S
+            "normaliser": torch.zeros(batch_size, n_heads, features, device=device, dtype=acc),  # z
+        }
+
+    def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
+        kv, normaliser = state["kv"], state["normaliser"]
+        phi_q = self.feature_map.forward_queries(q_t).to(kv.dtype)  # (B, H, C)
+        phi_k = self.feature_map.forward_keys(k_t).to(kv.dtype)  # (B, H, C)
+        kv = kv + phi_k.unsqueeze(-1) * v_t.to(kv.dtype).unsqueeze(-2)  # (B, H, C, M)
+        normaliser = normaliser + phi_k
+        numerator = (phi_q.unsqueeze(-2) @ kv).squeeze(-2)  # (B, H, M)
+        denominator = (phi_q * normaliser).sum(-1, keepdim=True)  # (B, H, 1)
+        out = numerator / (denominator + self.eps)
+        return out.to(v_t.dtype), {"kv": kv, "normaliser": normaliser}

@@ -1,0 +1,51 @@
+"""Multi-head projections around a registered attention: (B, N, d_model) in and out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from lintf.attention.base import Attention, State
+
+
+class MultiHeadAttention(nn.Module):
+    """Projects to H heads, runs ``attention`` on (B, H, N, D) and projects back.
+
+    Args:
+        d_model: model width; must be divisible by n_heads.
+        n_heads: number of heads H.
+        attention: a registered attention built for head_dim = d_model // n_heads.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, attention: Attention) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+        self.head_dim = d_model // n_heads
+        self.attention = attention
+        self.query = nn.Linear(d_model, d_model)
+        self.key = nn.Linear(d_model, d_model)
+        self.value = nn.Linear(d_model, d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, N, D)
+
+    def forward(self, x: Tensor, causal: bool, key_padding_mask: Tensor | None = None) -> Tensor:
+        """x (B, N, d_model) -> (B, N, d_model)."""
+        q, k, v = (self._split_heads(proj(x)) for proj in (self.query, self.key, self.value))
+        attended = self.attention(q, k, v, causal=causal, key_padding_mask=key_padding_mask)  # (B, H, N, D)
+        batch, _, length, _ = attended.shape
+        return self.out(attended.transpose(1, 2).reshape(batch, length, -1))  # (B, N, d_model)
+
+    def init_state(self, batch_size: int, device: torch.device | str | None, dtype: torch.dtype) -> State:
+        return self.attention.init_state(batch_size, self.n_heads, self.head_dim, device=device, dtype=dtype)
+
+    def step(self, x_t: Tensor, state: dict[str, Any]) -> tuple[Tensor, State]:
+        """x_t (B, d_model) -> (B, d_model), advancing the attention's state by one position."""
+        batch = x_t.shape[0]
+        q_t, k_t, v_t = (proj(x_t).view(batch, self.n_heads, self.head_dim) for proj in (self.query, self.key, self.value))
+        attended, state = self.attention.step(q_t, k_t, v_t, state)  # (B, H, D)
+        return self.out(attended.reshape(batch, -1)), state

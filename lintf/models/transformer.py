@@ -1,0 +1,179 @@
+"""A transformer encoder stack built from registry names, runnable in parallel or as an RNN."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from lintf.attention.base import Attention, State
+from lintf.models.attention_layer import MultiHeadAttention
+from lintf.registry import ATTENTIONS, FEATURE_MAPS, accepted_arguments, build_attention
+
+ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU}
+
+
+def build_head_attention(
+    name: str,
+    head_dim: int,
+    attention_kwargs: dict[str, Any] | None,
+    feature_map: str | None,
+    feature_map_kwargs: dict[str, Any] | None,
+) -> Attention:
+    """Build attention ``name`` for one layer, routing the feature map to attentions that take one."""
+    kwargs = dict(attention_kwargs or {})
+    if feature_map is not None or feature_map_kwargs:
+        if "feature_map" not in accepted_arguments(ATTENTIONS.get(name)):
+            takers = [n for n in ATTENTIONS.names() if "feature_map" in accepted_arguments(ATTENTIONS.get(n))]
+            raise ValueError(
+                f"attention {name!r} takes no feature map, but feature_map={feature_map!r} / "
+                f"feature_map_kwargs={feature_map_kwargs!r} were given; attentions with a feature map: "
+                f"{', '.join(takers)}"
+            )
+        if feature_map is not None:
+            FEATURE_MAPS.get(feature_map)  # unknown names fail here with the known ones listed
+            kwargs["feature_map"] = feature_map
+        if feature_map_kwargs:
+            kwargs["feature_map_kwargs"] = feature_map_kwargs
+    return build_attention(name, head_dim=head_dim, **kwargs)
+
+
+class TransformerLayer(nn.Module):
+    """Attention + feed-forward block with residuals and LayerNorm before ("pre") or after ("post").
+
+    Args:
+        d_model: model width.
+        n_heads: attention heads.
+        attention: built attention for head_dim = d_model // n_heads.
+        d_ff: feed-forward hidden size.
+        activation: feed-forward non-linearity.
+        dropout: dropout on the residual branches and inside the feed-forward.
+        norm: LayerNorm placement.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        attention: Attention,
+        d_ff: int,
+        activation: Literal["gelu", "relu", "silu"],
+        dropout: float,
+        norm: Literal["pre", "post"],
+    ) -> None:
+        super().__init__()
+        self.attention = MultiHeadAttention(d_model, n_heads, attention)
+        self.feed_forward = nn.Sequential(
+            nn.Linear(d_model, d_ff), ACTIVATIONS[activation](), nn.Dropout(dropout), nn.Linear(d_ff, d_model)
+        )
+        self.attention_norm, self.feed_forward_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.norm = norm
+
+    def _residual(self, x: Tensor, branch, norm: nn.LayerNorm) -> Tensor:
+        if self.norm == "pre":
+            return x + self.dropout(branch(norm(x)))
+        return norm(x + self.dropout(branch(x)))
+
+    def forward(self, x: Tensor, causal: bool, key_padding_mask: Tensor | None = None) -> Tensor:
+        """x (B, N, d_model) -> (B, N, d_model)."""
+        x = self._residual(x, lambda h: self.attention(h, causal, key_padding_mask), self.attention_norm)
+        return self._residual(x, self.feed_forward, self.feed_forward_norm)
+
+    def step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]:
+        """x_t (B, d_model) -> (B, d_model) for the next position; state is the attention's."""
+        if self.norm == "pre":
+            attended, state = self.attention.step(self.attention_norm(x_t), state)
+            x_t = x_t + self.dropout(attended)
+        else:
+            attended, state = self.attention.step(x_t, state)
+            x_t = self.attention_norm(x_t + self.dropout(attended))
+        return self._residual(x_t, self.feed_forward, self.feed_forward_norm), state
+
+
+class TransformerEncoder(nn.Module):
+    """A stack of transformer layers whose attention is chosen by registry name.
+
+    The same weights run in parallel (``forward``) or one position at a time (``step``), so a
+    model trained with causal linear attention samples as an RNN with O(1) memory per token.
+
+    Args:
+        d_model: model width.
+        n_layers: number of layers.
+        n_heads: attention heads; must divide d_model.
+        attention: attention registry name (see ``lintf.list_attentions()``).
+        attention_kwargs: extra arguments of that attention (e.g. ``{"n_hashes": 4}``).
+        feature_map: feature-map registry name for attentions that take one; None keeps the
+            attention's default.
+        feature_map_kwargs: extra arguments of the feature map (e.g. ``{"n_features": 128}``).
+        d_ff: feed-forward hidden size; None uses 4 * d_model.
+        activation: feed-forward non-linearity.
+        dropout: dropout probability.
+        norm: LayerNorm placement, "pre" (with a final LayerNorm) or "post".
+    """
+
+    def __init__(
+        self,
+        d_model: int = 128,
+        n_layers: int = 4,
+        n_heads: int = 4,
+        attention: str = "linear",
+        attention_kwargs: dict[str, Any] | None = None,
+        feature_map: str | None = None,
+        feature_map_kwargs: dict[str, Any] | None = None,
+        d_ff: int | None = None,
+        activation: Literal["gelu", "relu", "silu"] = "gelu",
+        dropout: float = 0.1,
+        norm: Literal["pre", "post"] = "pre",
+    ) -> None:
+        super().__init__()
+        if d_model <= 0 or n_heads <= 0 or d_model % n_heads:
+            raise ValueError(f"d_model ({d_model}) must be a positive multiple of n_heads ({n_heads})")
+        if n_layers < 1:
+            raise ValueError(f"n_layers must be >= 1, got {n_layers}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; choose one of {', '.join(ACTIVATIONS)}")
+        if norm not in ("pre", "post"):
+            raise ValueError(f"norm must be 'pre' or 'post', got {norm!r}")
+        head_dim = d_model // n_heads
+        self.d_model = d_model
+        self.layers = nn.ModuleList(
+            TransformerLayer(
+                d_model,
+                n_heads,
+                build_head_attention(attention, head_dim, attention_kwargs, feature_map, feature_map_kwargs),
+                d_ff or 4 * d_model,
+                activation,
+                dropout,
+                norm,
+            )
+            for _ in range(n_layers)
+        )
+        self.final_norm = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
+
+    def forward(self, x: Tensor, causal: bool = True, key_padding_mask: Tensor | None = None) -> Tensor:
+        """x (B, N, d_model) -> (B, N, d_model). key_padding_mask (B, N) bool, True = padding."""
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"TransformerEncoder: x must be (B, N, {self.d_model}), got {tuple(x.shape)}")
+        for layer in self.layers:
+            x = layer(x, causal, key_padding_mask)
+        return self.final_norm(x)
+
+    def init_state(
+        self, batch_size: int, device: torch.device | str | None = None, dtype: torch.dtype = torch.float32
+    ) -> list[State]:
+        """Empty recurrent state for ``batch_size`` sequences: one attention state per layer."""
+        return [layer.attention.init_state(batch_size, device, dtype) for layer in self.layers]
+
+    def step(self, x_t: Tensor, state: list[State]) -> tuple[Tensor, list[State]]:
+        """Next position: x_t (B, d_model) -> (B, d_model); equals row t of ``forward(causal=True)``."""
+        if x_t.dim() != 2 or x_t.shape[-1] != self.d_model:
+            raise ValueError(f"TransformerEncoder.step: x_t must be (B, {self.d_model}), got {tuple(x_t.shape)}")
+        if len(state) != len(self.layers):
+            raise ValueError(f"TransformerEncoder.step: state has {len(state)} layers, model has {len(self.layers)}")
+        new_state = []
+        for layer, layer_state in zip(self.layers, state):
+            x_t, layer_state = layer.step(x_t, layer_state)
+            new_state.append(layer_state)
+        return self.final_norm(x_t), new_state

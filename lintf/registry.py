@@ -1,0 +1,149 @@
+"""Name -> class registries for attentions and feature maps.
+
+A class becomes available by decorating it::
+
+    @register_feature_map("elu")
+    class EluFeatureMap(FeatureMap): ...
+
+Importing ``lintf`` registers every built-in; plugins register theirs the same way.
+``build_*`` checks keyword arguments against the class signature before calling it, so a typo
+in a config names the class and the arguments it accepts instead of a bare TypeError.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class UnknownNameError(KeyError):
+    """A registry lookup for a name nobody registered."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
+
+
+class UnknownArgumentError(TypeError, ValueError):
+    """Keyword arguments that the registered class does not accept."""
+
+
+class Registry(Generic[T]):
+    """Maps names to classes of one kind (attention, feature map, ...).
+
+    Args:
+        kind: what the entries are, used in error messages ("attention").
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._classes: dict[str, type[T]] = {}
+
+    def register(self, name: str, *, override: bool = False) -> Callable[[type[T]], type[T]]:
+        """Class decorator registering ``cls`` under ``name``.
+
+        Args:
+            name: registry key; must be a non-empty string.
+            override: replace an existing entry instead of raising.
+        """
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{self.kind} names must be non-empty strings, got {name!r}")
+
+        def decorator(cls: type[T]) -> type[T]:
+            taken = self._classes.get(name)
+            if taken is not None and taken is not cls and not override:
+                raise ValueError(
+                    f"{self.kind} name {name!r} is already registered to "
+                    f"{taken.__module__}.{taken.__qualname__}; pass override=True to replace it"
+                )
+            self._classes[name] = cls
+            cls.registry_name = name  # type: ignore[attr-defined]
+            return cls
+
+        return decorator
+
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (raises UnknownNameError if absent)."""
+        self.get(name)
+        del self._classes[name]
+
+    def names(self) -> list[str]:
+        """Sorted registered names."""
+        return sorted(self._classes)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._classes
+
+    def get(self, name: str) -> type[T]:
+        """The class registered under ``name``; raises UnknownNameError listing known names."""
+        try:
+            return self._classes[name]
+        except (KeyError, TypeError):
+            raise UnknownNameError(
+                f"unknown {self.kind} {name!r}; known {self.kind} names: {', '.join(self.names())}"
+            ) from None
+
+    def build(self, name: str, *args: Any, **kwargs: Any) -> T:
+        """Instantiate the class registered under ``name`` after checking its keyword arguments."""
+        cls = self.get(name)
+        check_kwargs(cls, kwargs, what=f"{self.kind} {name!r}")
+        return cls(*args, **kwargs)
+
+
+def accepted_arguments(cls: type) -> list[str]:
+    """Keyword arguments accepted by ``cls.__init__`` (empty if it takes **kwargs)."""
+    parameters = inspect.signature(cls.__init__).parameters
+    return [
+        p.name
+        for p in list(parameters.values())[1:]
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    ]
+
+
+def check_kwargs(cls: type, kwargs: dict[str, Any], what: str) -> None:
+    """Raise UnknownArgumentError naming ``cls`` and its arguments for a kwarg it does not take."""
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return
+    accepted = accepted_arguments(cls)
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise UnknownArgumentError(
+            f"{what} ({cls.__module__}.{cls.__qualname__}) got unknown argument(s) "
+            f"{', '.join(unknown)}; it accepts: {', '.join(accepted) or 'no arguments'}"
+        )
+
+
+ATTENTIONS: Registry[Any] = Registry("attention")
+FEATURE_MAPS: Registry[Any] = Registry("feature map")
+
+
+def register_attention(name: str, *, override: bool = False) -> Callable[[type[T]], type[T]]:
+    """Class decorator adding an attention implementation under ``name``."""
+    return ATTENTIONS.register(name, override=override)
+
+
+def register_feature_map(name: str, *, override: bool = False) -> Callable[[type[T]], type[T]]:
+    """Class decorator adding a feature map (phi) under ``name``."""
+    return FEATURE_MAPS.register(name, override=override)
+
+
+def list_attentions() -> list[str]:
+    """Sorted names of every registered attention."""
+    return ATTENTIONS.names()
+
+
+def list_feature_maps() -> list[str]:
+    """Sorted names of every registered feature map."""
+    return FEATURE_MAPS.names()
+
+
+def build_attention(name: str, **kwargs: Any) -> Any:
+    """Instantiate the attention registered as ``name`` (see its class for the arguments)."""
+    return ATTENTIONS.build(name, **kwargs)
+
+
+def build_feature_map(name: str, dim: int, **kwargs: Any) -> Any:
+    """Instantiate the feature map ``name`` for inputs of size ``dim``."""
+    return FEATURE_MAPS.build(name, dim, **kwargs)

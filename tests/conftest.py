@@ -1,0 +1,48 @@
+"""Shared fixtures: every registered attention / feature map, built with its defaults."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import lintf
+from lintf.registry import ATTENTIONS
+
+HEAD_DIM = 8
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+
+
+def attention_names() -> list[str]:
+    return lintf.list_attentions()
+
+
+def feature_map_names() -> list[str]:
+    return lintf.list_feature_maps()
+
+
+def exact_step_attention_names() -> list[str]:
+    return [n for n in lintf.list_attentions() if ATTENTIONS.get(n).step_matches_forward]
+
+
+def build(name: str, head_dim: int = HEAD_DIM, **kwargs):
+    return lintf.build_attention(name, head_dim=head_dim, **kwargs).eval()
+
+
+def random_qkv(
+    batch: int = 2, heads: int = 3, n: int = 12, s: int | None = None, d: int = HEAD_DIM, m: int = 5, dtype=torch.float32
+):
+    s = n if s is None else s
+    q = torch.randn(batch, heads, n, d, dtype=dtype)
+    k = torch.randn(batch, heads, s, d, dtype=dtype)
+    v = torch.randn(batch, heads, s, m, dtype=dtype)
+    return q, k, v
+
+
+def run_seeded(attention, *args, seed: int = 1234, **kwargs):
+    """Call ``attention`` with a fixed RNG state (reformer draws random rotations per call)."""
+    torch.manual_seed(seed)
+    return attention(*args, **kwargs)
