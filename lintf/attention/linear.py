@@ -51,11 +51,12 @@ class LinearAttention(Attention):
         if causal:
             return causal_linear_attention(phi_q.to(v.dtype), phi_k.to(v.dtype), v, self.eps)
         acc = accumulation_dtype(v.dtype)
-        phi_q, phi_k = phi_q.to(acc), phi_k.to(acc)
-        kv = phi_k.transpose(-1, -2) @ v.to(acc)  # (B, H, C, M)
-        normaliser = phi_k.sum(dim=2)  # (B, H, C)
-        numerator = phi_q @ kv  # (B, H, N, M)
-        denominator = phi_q @ normaliser.unsqueeze(-1)  # (B, H, N, 1)
+        with torch.autocast(v.device.type, enabled=False):  # keep the sums in fp32 under autocast
+            phi_q, phi_k = phi_q.to(acc), phi_k.to(acc)
+            kv = phi_k.transpose(-1, -2) @ v.to(acc)  # (B, H, C, M)
+            normaliser = phi_k.sum(dim=2)  # (B, H, C)
+            numerator = phi_q @ kv  # (B, H, N, M)
+            denominator = phi_q @ normaliser.unsqueeze(-1)  # (B, H, N, 1)
         return (numerator / (denominator + self.eps)).to(v.dtype)
 
     def init_state(
@@ -74,6 +75,10 @@ class LinearAttention(Attention):
         }
 
     def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
+        with torch.autocast(v_t.device.type, enabled=False):  # the state stays fp32 under autocast
+            return self._advance(q_t, k_t, v_t, state)
+
+    def _advance(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
         kv, normaliser = state["kv"], state["normaliser"]
         phi_q = self.feature_map.forward_queries(q_t).to(kv.dtype)  # (B, H, C)
         phi_k = self.feature_map.forward_keys(k_t).to(kv.dtype)  # (B, H, C)

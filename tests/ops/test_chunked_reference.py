@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lintf.ops.chunked import chunked_causal_product, default_chunk_size
+from lintf.ops.chunked import causal_product_forward, chunked_causal_product, default_chunk_size
 from lintf.ops.reference import causal_dot_product_reference
 
 
@@ -56,3 +56,10 @@ def test_fp16_inputs_accumulate_in_fp32_without_overflow():
         weights = k[0, 0, : row + 1].double() @ q[0, 0, row].double()  # (row + 1,)
         naive = (weights @ v[0, 0, : row + 1].double()) / (weights.sum() + 1e-6)
         torch.testing.assert_close(expected[0, 0, row].double(), naive, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("n", [1, 9, 40])
+def test_anti_causal_product_matches_reversed_reference(n):
+    q, k, v = positive_inputs(n)
+    flipped = causal_dot_product_reference(q.flip(2), k.flip(2), v.flip(2)).flip(2)
+    torch.testing.assert_close(causal_product_forward(q, k, v, chunk_size=8, anti_causal=True), flipped)
