@@ -5,13 +5,17 @@ Importing the package registers every built-in attention and feature map.
 
 from lintf import attention as _attention  # noqa: F401  (registers built-in attentions)
 from lintf import feature_maps as _feature_maps  # noqa: F401  (registers built-in feature maps)
+from lintf import heads as _heads  # noqa: F401  (registers built-in output heads)
 from lintf.registry import (
     build_attention,
     build_feature_map,
+    build_head,
     list_attentions,
     list_feature_maps,
+    list_heads,
     register_attention,
     register_feature_map,
+    register_head,
 )
 
 __version__ = "0.1.0"
@@ -19,8 +23,11 @@ __version__ = "0.1.0"
 __all__ = [
     "build_attention",
     "build_feature_map",
+    "build_head",
     "list_attentions",
     "list_feature_maps",
+    "list_heads",
     "register_attention",
     "register_feature_map",
+    "register_head",
 ]

