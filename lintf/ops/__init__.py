@@ -1,8 +1,11 @@
 """Causal product ops: the one entry point every causal linear attention goes through.
 
 ``causal_linear_attention`` and ``causal_dot_product`` validate their inputs, accumulate in
-fp32 (fp64 for fp64 inputs) and return the input dtype. Today they run the pure-PyTorch
-chunked path (``chunked.py``); ``reference.py`` holds the naive O(N^2) forms used by tests.
+fp32 (fp64 for fp64 inputs) and return the input dtype (under autocast: the autocast dtype).
+They run the compiled op ``lintf::causal_product`` (``csrc/``, registered in
+``causal_product.py``, built or loaded by ``_ext.py``) when it is available for the inputs'
+device, and the pure-PyTorch chunked path (``fallback.py``, ``chunked.py``) otherwise.
+``reference.py`` holds the naive O(N^2) forms used by tests.
 """
 
 from __future__ import annotations
@@ -10,16 +13,30 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lintf.ops.chunked import chunked_causal_product
+from lintf.ops import _ext
+from lintf.ops.causal_product import causal_product as _compiled_causal_product
+from lintf.ops.fallback import accumulation_dtype, causal_dot_product_pytorch, causal_linear_attention_pytorch
 
-__all__ = ["accumulation_dtype", "causal_dot_product", "causal_linear_attention"]
+__all__ = ["accumulation_dtype", "causal_dot_product", "causal_linear_attention", "compiled_op_available"]
 
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
-def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
-    """fp64 stays fp64; every other float type accumulates in fp32."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
+@torch.compiler.assume_constant_result
+def compiled_op_available(device_type: str) -> bool:
+    """Whether the compiled op serves device_type ("cpu", "cuda"); builds it on first call."""
+    return _ext.serves(device_type)
+
+
+def _autocast_inputs(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Under autocast, run in the autocast dtype (like a matmul); fp64 inputs stay fp64."""
+    device_type = q.device.type
+    if not (torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type)):
+        return q, k, v
+    if torch.float64 in (q.dtype, k.dtype, v.dtype):
+        return q, k, v
+    dtype = torch.get_autocast_dtype(device_type)
+    return tuple(t.to(dtype) if t.is_floating_point() else t for t in (q, k, v))
 
 
 def check_causal_product_inputs(q: Tensor, k: Tensor, v: Tensor) -> None:
@@ -58,11 +75,13 @@ def causal_dot_product(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         v: (B, H, N, M) values.
 
     Returns:
-        (B, H, N, M) in the dtype of v.
+        (B, H, N, M) in the dtype of v (the autocast dtype under autocast).
     """
+    q, k, v = _autocast_inputs(q, k, v)
     check_causal_product_inputs(q, k, v)
-    acc = accumulation_dtype(v.dtype)
-    return chunked_causal_product(q.to(acc), k.to(acc), v.to(acc)).to(v.dtype)
+    if compiled_op_available(q.device.type):
+        return _compiled_causal_product(q, k, v, 0.0, False)
+    return causal_dot_product_pytorch(q, k, v)
 
 
 def causal_linear_attention(q: Tensor, k: Tensor, v: Tensor, eps: float = 1e-6) -> Tensor:
@@ -77,13 +96,10 @@ def causal_linear_attention(q: Tensor, k: Tensor, v: Tensor, eps: float = 1e-6) 
         eps: added to the denominator.
 
     Returns:
-        (B, H, N, M) in the dtype of v.
+        (B, H, N, M) in the dtype of v (the autocast dtype under autocast).
     """
+    q, k, v = _autocast_inputs(q, k, v)
     check_causal_product_inputs(q, k, v)
-    acc = accumulation_dtype(v.dtype)
-    values = v.to(acc)
-    # the normaliser rides along as a column of ones: one pass gives numerator and denominator
-    values_and_ones = torch.cat([values, values.new_ones(*values.shape[:-1], 1)], dim=-1)  # (B, H, N, M+1)
-    product = chunked_causal_product(q.to(acc), k.to(acc), values_and_ones)
-    numerator, denominator = product[..., :-1], product[..., -1:]
-    return (numerator / (denominator + eps)).to(v.dtype)
+    if compiled_op_available(q.device.type):
+        return _compiled_causal_product(q, k, v, float(eps), True)
+    return causal_linear_attention_pytorch(q, k, v, eps)

@@ -1,0 +1,72 @@
+"""Timing and peak-memory helpers shared by the benchmark scripts.
+
+Peak memory on the CPU has no allocator counters, so it is read from the kernel: the
+high-water mark of resident memory (VmHWM, reset through /proc/self/clear_refs before the
+measured call) minus the resident size just before it (inputs already allocated). Processes
+run with MALLOC_MMAP_THRESHOLD_ lowered so that freed tensors go back to the kernel at once
+and resident memory tracks live tensors instead of glibc's cached free lists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Callable
+
+
+def resident_mb() -> float:
+    """Current resident set size of this process in MiB."""
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
+def peak_resident_mb() -> float:
+    """High-water mark of this process's resident set size in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def release_freed_memory_eagerly() -> None:
+    """Re-execute this script with MALLOC_MMAP_THRESHOLD_ set (call first thing in main())."""
+    if os.environ.get("MALLOC_MMAP_THRESHOLD_") is None:
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"})
+
+
+def peak_extra_mb(fn: Callable[[], Any]) -> float:
+    """Peak resident MiB while running ``fn`` once, above what was resident before it."""
+    base = resident_mb()
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")  # reset the high-water mark to the current resident size
+    fn()
+    with open("/proc/self/status") as status:
+        peak_kib = int(re.search(r"VmHWM:\s+(\d+) kB", status.read()).group(1))
+    return peak_kib / 1024 - base
+
+
+def median_seconds(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> float:
+    """Median wall time of ``fn`` over ``repeats`` calls after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def run_isolated(script: str, *args: str, timeout: float = 1800) -> dict[str, Any]:
+    """Run ``python script args`` in a fresh process; it must print one JSON object as its last line."""
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    done = subprocess.run(
+        [sys.executable, script, *args], capture_output=True, text=True, timeout=timeout, check=False, env=env
+    )
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -1,0 +1,245 @@
+"""Build and load the compiled causal-product op from ``csrc/``, or say why PyTorch runs instead.
+
+Just in time (the default): the first causal product builds ``csrc/`` with
+``torch.utils.cpp_extension`` and ninja into ``$TORCH_EXTENSIONS_DIR/lintf/<key>`` (default
+``~/.cache/torch_extensions/lintf/<key>``; the key hashes the sources, flags and torch version),
+about 15 s once per machine and torch version; later processes only load it. CUDA sources are
+added when torch sees a GPU and a CUDA toolkit.
+
+Ahead of time (CUDA clusters, read-only installs, containers)::
+
+    python -m lintf.ops.build                      # into lintf/ops/_prebuilt/
+    python -m lintf.ops.build --output DIR --cuda  # then export LINTF_EXTENSION_DIR=DIR
+
+The AOT build writes a manifest recording the torch version; a build made for another torch
+is ignored with a warning (and the JIT path is used).
+
+Other environment variables: ``LINTF_EXTENSION=off`` always uses the pure-PyTorch path;
+``LINTF_CPU_ARCH`` sets ``-march`` (default ``native``: build where you run).
+
+Concurrency: builders serialise on an ``fcntl`` lock (released by the OS if a builder dies), so
+DDP ranks starting together build once and never write the same files at the same time. Under
+that lock an existing torch build lock (``<build dir>/lock``) can only be left by a killed build;
+it is named in a RuntimeError instead of being waited on forever. Without a C++ compiler (or
+ninja) one warning is issued and the pure-PyTorch path is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import importlib
+import json
+import os
+import shutil
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+NAME = "lintf_causal_product"
+MANIFEST = f"{NAME}.json"
+LOCK_TIMEOUT_S = 1800.0
+_CSRC_CANDIDATES = (Path(__file__).parent / "csrc", Path(__file__).parents[2] / "csrc")
+DEFAULT_PREBUILT_DIR = Path(__file__).parent / "_prebuilt"
+
+
+class BuildLockError(RuntimeError):
+    """The build lock cannot be taken: a stale torch lock, or another builder never finishing."""
+
+
+def source_dir() -> Path | None:
+    """The directory holding causal_product.cpp, or None in an install without sources."""
+    return next((d for d in _CSRC_CANDIDATES if (d / "causal_product.cpp").is_file()), None)
+
+
+def sources(with_cuda: bool) -> list[Path]:
+    """C++ (and optionally CUDA) translation units of the op."""
+    root = source_dir()
+    if root is None:
+        raise FileNotFoundError(f"lintf: csrc/causal_product.cpp not found in {[str(d) for d in _CSRC_CANDIDATES]}")
+    return [root / "causal_product.cpp"] + ([root / "causal_product.cu"] if with_cuda else [])
+
+
+def cflags() -> list[str]:
+    """Host compiler flags: optimised, vectorised for LINTF_CPU_ARCH (default native), FMA allowed."""
+    return ["-O3", f"-march={os.environ.get('LINTF_CPU_ARCH', 'native')}", "-ffp-contract=fast"]
+
+
+def cuda_wanted() -> bool:
+    """Whether a build should include the CUDA kernel: a visible GPU and a toolkit."""
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    return torch.cuda.is_available() and CUDA_HOME is not None
+
+
+def build_key(with_cuda: bool) -> str:
+    """Hash of everything that changes the binary: sources, headers, flags, torch, CUDA."""
+    digest = hashlib.sha256()
+    root = source_dir()
+    for path in sorted(root.glob("*")) if root else []:
+        digest.update(path.name.encode() + path.read_bytes())
+    digest.update(" ".join(cflags() + [torch.__version__, str(torch.version.cuda), str(with_cuda)]).encode())
+    return digest.hexdigest()[:16]
+
+
+def compiler_problem() -> str | None:
+    """Why nothing can be compiled here (missing C++ compiler or ninja), or None."""
+    from torch.utils.cpp_extension import is_ninja_available
+
+    compiler = os.environ.get("CXX", "c++")
+    if shutil.which(compiler) is None:
+        return f"no C++ compiler found (looked for {compiler!r}; set CXX or install g++)"
+    if not is_ninja_available():
+        return "ninja is not installed (pip install ninja)"
+    return None
+
+
+@contextlib.contextmanager
+def build_lock(build_dir: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold an exclusive inter-process lock on build_dir; fail on a stale torch lock there."""
+    build_dir.mkdir(parents=True, exist_ok=True)
+    lock_path = build_dir / "lintf_build.lock"
+    with open(lock_path, "a+") as handle:
+        try:
+            import fcntl
+        except ImportError:  # no fcntl (Windows): rely on torch's own build lock
+            yield
+            return
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise BuildLockError(
+                        f"lintf: waited {timeout_s:.0f} s for the extension build lock {lock_path}; "
+                        "another process is still building (or hangs) there"
+                    ) from None
+                time.sleep(0.2)
+        try:
+            torch_lock = build_dir / "lock"
+            if torch_lock.exists():
+                raise BuildLockError(
+                    f"lintf: stale JIT build lock {torch_lock} (left by a build that was killed); "
+                    "delete that file and retry"
+                )
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def compile_into(build_dir: Path, with_cuda: bool, verbose: bool = False) -> Path:
+    """Compile (or bring up to date) the op library in build_dir and return its path."""
+    from torch.utils.cpp_extension import load
+
+    with build_lock(build_dir):
+        library = load(
+            name=NAME,
+            sources=[str(p) for p in sources(with_cuda)],
+            extra_cflags=cflags(),
+            extra_cuda_cflags=["-O3"],
+            build_directory=str(build_dir),
+            with_cuda=with_cuda,
+            is_python_module=False,
+            verbose=verbose,
+        )
+    return Path(library)
+
+
+def build_ahead_of_time(output_dir: Path, with_cuda: bool, verbose: bool = True) -> Path:
+    """Build into output_dir and record the torch version in a manifest beside the library."""
+    library = compile_into(output_dir, with_cuda, verbose)
+    manifest = {"torch": torch.__version__, "cuda": torch.version.cuda if with_cuda else None,
+                "library": library.name, "key": build_key(with_cuda)}
+    (output_dir / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return library
+
+
+def prebuilt_library(directory: Path) -> Path | None:
+    """The AOT library in directory if its manifest matches this torch, else None (warns if stale)."""
+    manifest_path = directory / MANIFEST
+    if not manifest_path.is_file():
+        return None
+    manifest = json.loads(manifest_path.read_text())
+    if manifest.get("torch") != torch.__version__:
+        warnings.warn(
+            f"lintf: ignoring the ahead-of-time build in {directory}: it was built for torch "
+            f"{manifest.get('torch')}, this is torch {torch.__version__}; rebuild with "
+            "`python -m lintf.ops.build` (falling back to the just-in-time build)",
+            stacklevel=3,
+        )
+        return None
+    return directory / manifest["library"]
+
+
+def op_has_kernel(device_type: str) -> bool:
+    """Whether lintf::causal_product is loaded with a kernel for device_type ("cpu", "cuda")."""
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key("lintf::causal_product", device_type.upper())
+    except RuntimeError:  # the operator is not defined (library not loaded)
+        return False
+
+
+@functools.cache
+def load_extension() -> bool:
+    """Load the compiled op once per process; False (after one warning) means pure PyTorch."""
+    if os.environ.get("LINTF_EXTENSION", "").lower() in {"0", "off", "false", "no"}:
+        return False
+    prebuilt_dir = Path(os.environ.get("LINTF_EXTENSION_DIR", DEFAULT_PREBUILT_DIR))
+    if not (op_has_kernel("cpu") or _load(prebuilt_library(prebuilt_dir)) or _load(_jit_library())):
+        return False
+    importlib.import_module("lintf.ops.causal_product").register_python_parts()
+    return True
+
+
+@functools.cache
+def serves(device_type: str) -> bool:
+    """Whether the compiled op runs tensors on device_type; warns once if CUDA was left out."""
+    if not load_extension():
+        return False
+    if op_has_kernel(device_type):
+        return True
+    if device_type == "cuda":
+        warnings.warn(
+            "lintf: the loaded causal-product op has no CUDA kernel (built without a GPU/CUDA toolkit, or "
+            "AOT-built without --cuda); CUDA tensors use the slower pure-PyTorch path",
+            stacklevel=4,
+        )
+    return False
+
+
+def _load(library: Path | None) -> bool:
+    if library is None:
+        return False
+    try:
+        torch.ops.load_library(str(library))
+    except OSError as error:
+        warnings.warn(f"lintf: could not load {library} ({error}); trying the next option", stacklevel=4)
+        return False
+    return True
+
+
+def _jit_library() -> Path | None:
+    problem = compiler_problem() or (None if source_dir() else "the csrc/ sources are not installed")
+    if problem is not None:
+        warnings.warn(f"lintf: {problem}; causal products run on the slower pure-PyTorch path", stacklevel=4)
+        return None
+    with_cuda = cuda_wanted()
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", Path.home() / ".cache" / "torch_extensions"))
+    try:
+        return compile_into(root / "lintf" / build_key(with_cuda), with_cuda)
+    except BuildLockError:
+        raise
+    except (OSError, RuntimeError) as error:  # torch reports compiler failures as RuntimeError
+        warnings.warn(
+            f"lintf: building the causal-product op failed ({str(error).strip()[-500:]}); "
+            "causal products run on the slower pure-PyTorch path",
+            stacklevel=4,
+        )
+        return None
+

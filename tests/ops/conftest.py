@@ -1,0 +1,17 @@
+"""Fixtures for the causal-product op tests."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from lintf.ops import compiled_op_available
+
+
+@pytest.fixture(scope="session")
+def compiled_op() -> None:
+    """Require the compiled CPU op (built on first use); skipped only when LINTF_EXTENSION=off."""
+    if os.environ.get("LINTF_EXTENSION", "").lower() in {"0", "off", "false", "no"}:
+        pytest.skip("LINTF_EXTENSION=off: the compiled op is disabled")
+    assert compiled_op_available("cpu"), "the compiled causal-product op failed to build or load (see warnings)"

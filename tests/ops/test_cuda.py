@@ -1,0 +1,42 @@
+"""The CUDA kernel against the CPU op (skipped without a GPU)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lintf.ops import causal_dot_product, causal_linear_attention, compiled_op_available
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cuda_op() -> None:
+    assert compiled_op_available("cuda"), "the op was built without its CUDA kernel (is CUDA_HOME set?)"
+
+
+@pytest.mark.parametrize("fn", [causal_linear_attention, causal_dot_product])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(2, 3, 37, 8, 5), (1, 1, 300, 64, 64), (1, 2, 20, 200, 3)], ids=str)
+def test_cuda_matches_cpu(fn, dtype, shape):
+    b, h, n, c, m = shape
+    cpu = [torch.rand(b, h, n, c, dtype=dtype), torch.rand(b, h, n, c, dtype=dtype), torch.randn(b, h, n, m, dtype=dtype)]
+    cpu = [t.requires_grad_() for t in cpu]
+    gpu = [t.detach().cuda().requires_grad_() for t in cpu]
+    upstream = torch.randn(b, h, n, m, dtype=dtype)
+    want = [fn(*cpu)]
+    want += torch.autograd.grad(want[0], cpu, upstream)
+    got = [fn(*gpu)]
+    got += torch.autograd.grad(got[0], gpu, upstream.cuda())
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype in (torch.float16, torch.bfloat16) else {"rtol": 1e-4, "atol": 1e-4}
+    for a, w in zip(got, want):
+        assert a.dtype == dtype and a.device.type == "cuda"
+        torch.testing.assert_close(a.cpu(), w, **tol)
+
+
+def test_cuda_opcheck():
+    q, k, v = (torch.rand(1, 2, 33, 4, device="cuda", requires_grad=True) for _ in range(3))
+    torch.library.opcheck(torch.ops.lintf.causal_product.default, (q, k, v, 1e-6, True))
