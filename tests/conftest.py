@@ -6,7 +6,10 @@ import pytest
 import torch
 
 import lintf
+from lintf.plugins import load_entry_point_plugins
 from lintf.registry import ATTENTIONS
+
+load_entry_point_plugins()  # installed plugins join every registry-parametrized test
 
 HEAD_DIM = 8
 

@@ -1,0 +1,132 @@
+"""Paper Figure 2: copy-task training loss vs. step for softmax, linear and Reformer attention.
+
+Every variant trains the same CopyTask on the same CopyData with the same seed, optimizer and
+schedule; only the attention differs. Writes under ``--out``:
+
+* ``copy_convergence.png``: training loss (smoothed) against optimizer steps;
+* ``copy_convergence.md``: final loss, steps to ``--threshold``, copied-half accuracy, wall time;
+* ``copy_convergence.json``: the raw per-step losses and the settings.
+
+    python benchmarks/copy_convergence.py            # defaults sized for a 2-core CPU (~20 min)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from functools import partial
+from pathlib import Path
+
+import torch
+from lightning.pytorch import Callback, Trainer, seed_everything
+
+from lintf.data import CopyData
+from lintf.tasks import CopyTask
+
+VARIANTS = {
+    "softmax": ("softmax", {}),
+    "linear": ("linear", {}),
+    "reformer (1 round)": ("reformer", {"n_hashes": 1}),
+    "reformer (4 rounds)": ("reformer", {"n_hashes": 4}),
+}
+
+
+class LossCurve(Callback):
+    """Training loss after every optimizer step."""
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.losses.append(float(outputs["loss"]))
+
+
+def smooth(values: list[float], weight: float = 0.95) -> list[float]:
+    """Exponential moving average, bias-corrected like TensorBoard's smoothing."""
+    out, average = [], 0.0
+    for i, value in enumerate(values, start=1):
+        average = weight * average + (1 - weight) * value
+        out.append(average / (1 - weight**i))
+    return out
+
+
+def train(name: str, args: argparse.Namespace) -> dict:
+    attention, attention_kwargs = VARIANTS[name]
+    seed_everything(args.seed, verbose=False)
+    data = CopyData(max_length=args.max_length, batch_size=args.batch_size, train_size=args.batch_size * args.steps,
+                    val_size=512, seed=args.seed)
+    model = CopyTask(
+        data.vocab_size, args.max_length, d_model=args.d_model, n_layers=args.n_layers, n_heads=args.n_heads,
+        attention=attention, attention_kwargs=attention_kwargs or None, dropout=0.0,
+        optimizer=partial(torch.optim.AdamW, lr=args.lr),
+        lr_scheduler=partial(torch.optim.lr_scheduler.OneCycleLR, max_lr=args.lr, total_steps=args.steps, pct_start=0.1),
+    )
+    curve = LossCurve()
+    trainer = Trainer(
+        max_steps=args.steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, limit_val_batches=0, callbacks=[curve], accelerator="cpu",
+    )
+    start = time.perf_counter()
+    trainer.fit(model, data)
+    wall = time.perf_counter() - start
+    evaluator = Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False, accelerator="cpu")
+    accuracy = evaluator.validate(model, data.val_dataloader(), verbose=False)[0]["val/accuracy"]
+    smoothed = smooth(curve.losses)
+    reached = next((i + 1 for i, loss in enumerate(smoothed) if loss < args.threshold), None)
+    print(f"{name}: final loss {smoothed[-1]:.3f}, accuracy {accuracy:.3f}, {wall:.0f} s", flush=True)
+    return {"losses": curve.losses, "final_loss": smoothed[-1], "steps_to_threshold": reached,
+            "accuracy": accuracy, "wall_seconds": wall}
+
+
+def write_results(results: dict, args: argparse.Namespace) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for name, result in results.items():
+        axes.plot(range(1, len(result["losses"]) + 1), smooth(result["losses"]), label=name)
+    axes.set(xlabel="gradient step", ylabel="cross-entropy (copied half, smoothed)", yscale="log",
+             title=f"Copy task, max length {args.max_length}, batch {args.batch_size}")
+    axes.axhline(args.threshold, color="grey", linestyle=":", linewidth=1)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(out / "copy_convergence.png", dpi=120)
+    settings = ", ".join(f"{k}={v}" for k, v in vars(args).items() if k != "out")
+    lines = [
+        "# Copy-task convergence (paper Figure 2)", "",
+        f"`python benchmarks/copy_convergence.py` on {torch.get_num_threads()} CPU threads; {settings}.", "",
+        f"| attention | final loss | steps to loss < {args.threshold} | copied-half accuracy | wall time (s) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, r in results.items():
+        steps = r["steps_to_threshold"] if r["steps_to_threshold"] is not None else f"not within {args.steps}"
+        lines.append(f"| {name} | {r['final_loss']:.3f} | {steps} | {r['accuracy']:.3f} | {r['wall_seconds']:.0f} |")
+    (out / "copy_convergence.md").write_text("\n".join(lines) + "\n")
+    (out / "copy_convergence.json").write_text(json.dumps({"settings": vars(args), "results": results}))
+    print("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=2500)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-length", type=int, default=64)
+    parser.add_argument("--d-model", type=int, default=64)
+    parser.add_argument("--n-layers", type=int, default=2)
+    parser.add_argument("--n-heads", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threshold", type=float, default=0.5, help="loss defining 'converged'")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    args = parser.parse_args()
+    write_results({name: train(name, args) for name in args.variants}, args)
+
+
+if __name__ == "__main__":
+    main()

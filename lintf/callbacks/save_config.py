@@ -1,0 +1,30 @@
+"""Save the resolved config of every run next to its logs and checkpoints."""
+
+from __future__ import annotations
+
+import os
+
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.cli import SaveConfigCallback
+
+from lintf.callbacks.run_directory import run_directory, unused_path
+
+
+class SaveRunConfig(SaveConfigCallback):
+    """Writes ``config.yaml`` into the run directory (see ``run_directory``) for any logger.
+
+    TensorBoard/CSV version directories and W&B run ids keep runs apart; without a logger, or
+    when a directory is reused, the file becomes ``config-1.yaml``, ... instead of overwriting.
+    ``lintf fit --config <run>/config.yaml`` repeats the run.
+    """
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if self.already_saved:
+            return
+        directory = run_directory(trainer)
+        if trainer.is_global_zero:
+            os.makedirs(directory, exist_ok=True)
+            path = unused_path(os.path.join(directory, self.config_filename))
+            self.parser.save(self.config, path, skip_none=False, overwrite=True, multifile=self.multifile)
+            self.save_config(trainer, pl_module, stage)
+        self.already_saved = trainer.strategy.broadcast(True)

@@ -1,0 +1,149 @@
+"""The ``lintf`` command: LightningCLI over every task and data module, in subclass mode.
+
+``lintf fit --config configs/copy.yaml`` trains; ``validate``, ``test`` and ``predict`` take the
+same configs. Plugins are imported before the parser is built, so their attentions and feature
+maps are valid names. Mistakes in the configuration end in one paragraph, not a traceback
+(set LINTF_DEBUG=1 to see it anyway).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from lightning.pytorch import LightningDataModule
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+
+import lintf
+from lintf.callbacks import LogSamples, PredictionWriter, SaveRunConfig
+from lintf.checkpoints import CheckpointError, resolve_checkpoint
+from lintf.config_errors import summarize
+from lintf.plugins import PluginError, load_plugins, plugins_in_args
+from lintf.registry import UnknownArgumentError, UnknownNameError
+
+USER_ERRORS = (CheckpointError, PluginError, UnknownNameError, UnknownArgumentError, ValueError)
+"""Errors of a bad configuration: reported in one paragraph when they occur before training."""
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; ``main`` prints its message without a traceback."""
+
+
+def registry_epilog() -> str:
+    """--help footer listing the names valid for --model.attention and --model.feature_map."""
+    return (
+        f"registered attentions: {', '.join(lintf.list_attentions())}; "
+        f"feature maps: {', '.join(lintf.list_feature_maps())}"
+    )
+
+
+class LintfArgumentParser(LightningArgumentParser):
+    """Reports a bad option or value in one paragraph instead of the usage and a union tree."""
+
+    def error(self, message: str, ex: Exception | None = None) -> None:
+        if not self.exit_on_error or os.environ.get("LINTF_DEBUG"):
+            super().error(message, ex)
+        parser = getattr(ex, "subcommand_parser", None) or self
+        prog = parser.prog.replace(" [options]", "")
+        known = [option.lstrip("-") for option in parser._option_string_actions]
+        text = summarize(message, known)
+        text += " " if text.endswith((".", "?")) else ". "
+        sys.stderr.write(f"{prog}: error: {text}Run `{prog} --help` for every option.\n")
+        raise SystemExit(2)
+
+
+class LintfCLI(LightningCLI):
+    """LightningCLI with lintf's tasks, links, callbacks, plugins and checkpoint checks.
+
+    Args:
+        args: command line (without the program name); None reads ``sys.argv``.
+        run: run the subcommand (False only parses and instantiates).
+    """
+
+    def __init__(self, args: list[str] | None = None, run: bool = True) -> None:
+        load_plugins(plugins_in_args(sys.argv[1:] if args is None else args))
+        import lintf.data  # noqa: F401  (data modules become valid --data names)
+        from lintf.tasks import TransformerTask
+
+        epilog = {"epilog": registry_epilog()}
+        super().__init__(
+            model_class=TransformerTask,
+            datamodule_class=LightningDataModule,
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            save_config_callback=SaveRunConfig,
+            auto_configure_optimizers=False,
+            seed_everything_default=0,
+            parser_class=LintfArgumentParser,
+            parser_kwargs={"allow_abbrev": False, **{name: {**epilog, "allow_abbrev": False} for name in self.subcommands()}},
+            args=args,
+            run=run,
+        )
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_argument(
+            "--plugins", type=list[str] | str, default=[],
+            help="Modules or .py files imported before parsing (they register attentions / feature maps); "
+            "saved with the run config.",
+        )
+        # The data module owns the vocabulary and sequence length; the task cannot disagree.
+        parser.link_arguments("data.vocab_size", "model.init_args.vocab_size", apply_on="instantiate")
+        parser.link_arguments("data.max_length", "model.init_args.max_length", apply_on="instantiate")
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.set_defaults({
+            "checkpoint.monitor": "val/loss", "checkpoint.mode": "min", "checkpoint.save_top_k": 1,
+            "checkpoint.filename": "best", "checkpoint.save_last": True, "checkpoint.enable_version_counter": False,
+        })
+        parser.add_lightning_class_args(PredictionWriter, "predictions")
+        parser.add_lightning_class_args(LogSamples, "samples")
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        super().parse_arguments(parser, args)
+        subcommand = self.config.get("subcommand")
+        if subcommand and self.config[subcommand].get("ckpt_path"):
+            config = self.config[subcommand]
+            try:
+                config.ckpt_path = resolve_checkpoint(config.ckpt_path, config.model.class_path, search_roots(config))
+            except CheckpointError as error:
+                raise ConfigError(str(error)) from None
+
+    def instantiate_classes(self) -> None:
+        try:
+            super().instantiate_classes()
+        except USER_ERRORS as error:
+            raise ConfigError(summarize(str(error))) from error
+
+
+def search_roots(config: Any) -> list[str]:
+    """Directories that hold this configuration's runs: the logger's save_dir and default_root_dir."""
+    roots = [config.trainer.get("default_root_dir") or os.getcwd()]
+    logger = config.trainer.get("logger")
+    loggers = logger if isinstance(logger, list) else [logger]
+    for item in loggers:
+        init_args = getattr(item, "init_args", None)
+        save_dir = init_args.get("save_dir") if init_args is not None else None
+        if save_dir:
+            roots.insert(0, save_dir)
+    return list(dict.fromkeys(roots))
+
+
+def main(args: list[str] | None = None) -> None:
+    """Entry point of the ``lintf`` console script (``lintf data ...`` builds corpora)."""
+    argv = sys.argv[1:] if args is None else args
+    if argv[:1] == ["data"]:
+        from lintf.data_cli import main as data_main
+
+        return data_main(argv[1:])
+    try:
+        LintfCLI(args)
+    except (ConfigError, PluginError) as error:
+        if os.environ.get("LINTF_DEBUG"):
+            raise
+        print(f"lintf: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Plugins: code that registers extra attentions / feature maps before the CLI parser is built.
+
+Two sources, both imported before ``lintf`` parses a command line:
+
+* installed packages exposing an entry point in the group ``lintf.plugins`` (the value is a
+  module, or a callable that is called with no arguments); ``LINTF_NO_PLUGINS=1`` skips them;
+* local modules named by the ``plugins`` key (``--plugins my_attention`` or ``plugins: [...]``
+  in a YAML config): importable module names or paths to ``.py`` files. The key is saved with
+  the run's config, so ``lintf fit --config <run>/config.yaml`` imports them again.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import yaml
+
+ENTRY_POINT_GROUP = "lintf.plugins"
+DISABLE_ENV = "LINTF_NO_PLUGINS"
+
+
+class PluginError(ImportError):
+    """A plugin failed to import; the message names the plugin and how to skip it."""
+
+
+def load_entry_point_plugins() -> list[str]:
+    """Import every installed ``lintf.plugins`` entry point (unless LINTF_NO_PLUGINS is set).
+
+    Returns:
+        the names of the loaded entry points.
+    """
+    if os.environ.get(DISABLE_ENV, "").strip().lower() not in ("", "0", "false", "no"):
+        return []
+    loaded = []
+    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            target = entry_point.load()
+            if callable(target):
+                target()
+        except Exception as error:
+            package = getattr(entry_point.dist, "name", "an unknown distribution")
+            raise PluginError(
+                f"lintf plugin {entry_point.name!r} ({entry_point.value}, installed by {package}) failed to "
+                f"import: {type(error).__name__}: {error}. Fix or uninstall it, or set {DISABLE_ENV}=1 to "
+                f"start lintf without entry-point plugins."
+            ) from error
+        loaded.append(entry_point.name)
+    return loaded
+
+
+def import_local_plugin(spec: str) -> None:
+    """Import ``spec``: a module name importable from the working directory or a ``.py`` path."""
+    try:
+        if spec.endswith(".py") or os.sep in spec:
+            path = Path(spec).resolve()
+            if not path.is_file():
+                raise FileNotFoundError(f"no such file {path}")
+            loaded = sys.modules.get(path.stem)
+            if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() == path:
+                return  # already imported: importing again would register its classes twice
+            module_spec = importlib.util.spec_from_file_location(path.stem, path)
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[path.stem] = module
+            module_spec.loader.exec_module(module)
+        else:
+            if os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            importlib.import_module(spec)
+    except Exception as error:
+        raise PluginError(
+            f"lintf plugin {spec!r} (from the 'plugins' key) failed to import: {type(error).__name__}: {error}. "
+            f"'plugins' takes module names importable from {os.getcwd()} or paths to .py files."
+        ) from error
+
+
+def load_plugins(local: Iterable[str] = ()) -> None:
+    """Load entry-point plugins, then the local modules ``local``."""
+    load_entry_point_plugins()
+    for spec in local:
+        import_local_plugin(spec)
+
+
+def _as_list(value: object) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.strip()
+        if value.startswith("["):
+            value = yaml.safe_load(value)
+            return [str(v) for v in value or []]
+        return [value]
+    return [str(v) for v in value]
+
+
+def plugins_in_args(args: Sequence[str]) -> list[str]:
+    """The ``plugins`` values of a command line, from ``--plugins`` and from ``--config`` files.
+
+    The CLI must import plugins before its parser exists (names are validated while parsing),
+    so this scans the raw arguments instead of waiting for the parser.
+    """
+    found: list[str] = []
+    args = list(args)
+    for i, arg in enumerate(args):
+        key, has_value, value = arg.partition("=")
+        if not has_value:
+            value = args[i + 1] if i + 1 < len(args) else ""
+        if key in ("--plugins", "--plugins+"):
+            found += _as_list(value)
+        elif key in ("--config", "-c") and Path(value).is_file():
+            with open(value) as file:
+                config = yaml.safe_load(file) or {}
+            if isinstance(config, dict):
+                found += _as_list(config.get("plugins"))
+    return list(dict.fromkeys(found))

@@ -1,0 +1,1 @@
+# Lets `pytest plugins/lintf-softplus` import lintf_softplus without installing the package.

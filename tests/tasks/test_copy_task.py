@@ -1,0 +1,68 @@
+"""CopyTask: loss on the copied half only, step form = parallel form, greedy copying."""
+
+import pytest
+import torch
+
+import lintf
+from lintf.data import CopyData
+from lintf.registry import ATTENTIONS
+from lintf.tasks import CopyTask
+from lintf.tasks.copy import copied_half
+
+
+def tiny_task(attention: str = "linear", **kwargs) -> CopyTask:
+    return CopyTask(12, 24, d_model=16, n_layers=2, n_heads=2, attention=attention, dropout=0.0, **kwargs).eval()
+
+
+def test_copied_half_mask():
+    mask = copied_half(torch.tensor([2, 3]), 8)
+    assert mask.tolist() == [
+        [False, False, True, True, False, False, False, False],
+        [False, False, False, True, True, True, False, False],
+    ]
+
+
+def test_loss_ignores_the_prompt():
+    torch.manual_seed(0)
+    task = tiny_task()
+    batch = next(iter(CopyData(max_length=24, batch_size=4).train_dataloader()))
+    logits, targets = task._scored(batch)
+    assert logits.shape == (int(batch["length"].sum()), 12)
+    changed = {**batch, "tokens": batch["tokens"].clone()}
+    changed["tokens"][:, -1] = 5  # a padding target outside the copy
+    torch.testing.assert_close(task._scored(changed)[0], logits)
+
+
+@pytest.mark.parametrize("name", [n for n in lintf.list_attentions() if ATTENTIONS.get(n).step_matches_forward])
+def test_step_matches_forward(name):
+    torch.manual_seed(0)
+    task = tiny_task(name)
+    tokens = torch.randint(0, 12, (2, 10))
+    full = task(tokens)
+    state = task.init_state(2)
+    for t in range(10):
+        logits, state = task.step(tokens[:, t], t, state)
+        torch.testing.assert_close(logits, full[:, t], rtol=1e-4, atol=1e-4)
+
+
+def test_greedy_copy_uses_its_own_outputs():
+    torch.manual_seed(0)
+    task = tiny_task()
+    batch = next(iter(CopyData(max_length=24, batch_size=3, predict_size=3).predict_dataloader()))
+    rows = task.predict_step(batch, 0)
+    assert len(rows) == 3
+    for row, length in zip(rows, batch["length"].tolist()):
+        assert len(row["prediction"].split()) == length == len(row["target"].split())
+        assert row["exact_match"] == (row["prediction"] == row["target"])
+        assert 0.0 <= row["token_accuracy"] <= 1.0
+
+
+def test_unknown_attention_kwargs_name_the_class():
+    with pytest.raises(lintf.registry.UnknownArgumentError, match="n_hashes"):
+        tiny_task("reformer", attention_kwargs={"n_hash": 2})
+
+
+def test_checkpoint_records_the_task():
+    checkpoint = {}
+    tiny_task().on_save_checkpoint(checkpoint)
+    assert checkpoint["lintf_task"] == "lintf.tasks.copy.CopyTask"
