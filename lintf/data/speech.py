@@ -1,0 +1,205 @@
+"""Speech recognition data from manifests: audio -> 16 kHz -> normalised log-mel, characters -> CTC labels.
+
+Any corpus with a JSON-lines manifest (``audio_filepath``, ``duration``, ``text``) works:
+``lintf data synth-speech`` and ``lintf data librivox`` write them; LibriSpeech or WSJ
+manifests made by NeMo/ESPnet scripts load the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from lightning.pytorch import LightningDataModule
+from lightning.pytorch.utilities import rank_zero_warn
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset
+
+from lintf.data.speech_batches import BucketBatchSampler, pad_batch
+from lintf.speech.audio import AudioError, load_audio
+from lintf.speech.features import LogMel, normalize_utterance
+from lintf.speech.manifest import ManifestEntry, read_manifest
+from lintf.speech.resample import resample
+from lintf.speech.specaugment import spec_augment
+from lintf.speech.subsampling import subsampled_lengths
+from lintf.speech.text import CharVocabulary, normalize_text
+
+SAMPLE_RATE = 16_000
+SPLITS = ("train", "val", "test", "predict")
+
+
+class Utterances(Dataset):
+    """Manifest entries as ``{"features": (T, n_mels), "targets": (S,), "text", "audio_filepath"}``.
+
+    Args:
+        entries: utterances to serve.
+        vocabulary: maps normalised transcripts to label ids.
+        features: the log-mel extractor (16 kHz input).
+        augment: SpecAugment arguments (freq_masks, freq_width, time_masks, time_width), or None.
+        keep_accents: keep non-ASCII letters in transcripts (see ``normalize_text``).
+    """
+
+    def __init__(
+        self, entries: list[ManifestEntry], vocabulary: CharVocabulary, features: LogMel,
+        augment: tuple[int, int, int, int] | None = None, keep_accents: bool = False,
+    ) -> None:
+        self.entries, self.vocabulary, self.features, self.augment = entries, vocabulary, features, augment
+        self.keep_accents = keep_accents
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __getitem__(self, index: int) -> dict[str, Tensor | str]:
+        entry = self.entries[index]
+        try:
+            waveform, rate = load_audio(entry.audio_filepath)
+        except AudioError as error:
+            raise AudioError(f"{entry.where}: {error}") from None
+        with torch.no_grad():
+            features = normalize_utterance(self.features(resample(waveform, rate, SAMPLE_RATE)))
+        if self.augment is not None:
+            features = spec_augment(features, *self.augment)
+        text = normalize_text(entry.text, self.keep_accents)
+        return {"features": features, "targets": torch.tensor(self.vocabulary.encode(text), dtype=torch.long),
+                "text": text, "audio_filepath": str(entry.audio_filepath)}
+
+
+class SpeechData(LightningDataModule):
+    """CTC speech data from JSON-lines manifests, in length-bucketed padded batches.
+
+    Transcripts are normalised (lower case, letters, digits, apostrophes, spaces). The character
+    vocabulary is the training manifest's (or ``vocabulary``); the task stores it in checkpoints.
+
+    Args:
+        train_manifest: training manifest (also defines the vocabulary unless ``vocabulary`` is set).
+        val_manifest: validation manifest.
+        test_manifest: test manifest.
+        predict_manifest: manifest transcribed by ``lintf predict``; None uses ``test_manifest``.
+        vocabulary: the characters of the CTC labels; None takes those of the training manifest.
+        keep_accents: keep non-ASCII letters in transcripts (Czech, ...); by default they are
+            reduced to ASCII (``é`` -> ``e``).
+        max_duration: training utterances longer than this many seconds are skipped.
+        batch_size: utterances per batch.
+        n_mels: log-mel bins.
+        spec_augment: mask random frequency bands and time spans of training features.
+        freq_masks: SpecAugment frequency masks per utterance.
+        freq_width: widest frequency mask in mel bins.
+        time_masks: SpecAugment time masks per utterance.
+        time_width: widest time mask in frames (at most a fifth of the utterance).
+        limit: use only the first ``limit`` utterances of every manifest (quick runs); None uses all.
+        seed: seed of the batch order.
+        num_workers: DataLoader processes decoding audio and computing features.
+    """
+
+    def __init__(
+        self,
+        train_manifest: str | None = None,
+        val_manifest: str | None = None,
+        test_manifest: str | None = None,
+        predict_manifest: str | None = None,
+        vocabulary: str | None = None,
+        keep_accents: bool = False,
+        max_duration: float = 20.0,
+        batch_size: int = 16,
+        n_mels: int = 80,
+        spec_augment: bool = True,
+        freq_masks: int = 2,
+        freq_width: int = 15,
+        time_masks: int = 2,
+        time_width: int = 40,
+        limit: int | None = None,
+        seed: int = 0,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        if train_manifest is None and vocabulary is None:
+            raise ValueError("SpeechData: give train_manifest or vocabulary (the characters the model outputs)")
+        if max_duration <= 0 or batch_size < 1 or n_mels < 8:
+            raise ValueError(f"SpeechData: need max_duration > 0, batch_size >= 1, n_mels >= 8; got "
+                             f"{max_duration}, {batch_size}, {n_mels}")
+        if limit is not None and limit < 1:
+            raise ValueError(f"SpeechData: limit must be >= 1 or None, got {limit}")
+        self.save_hyperparameters()
+        self.manifests = {"train": train_manifest, "val": val_manifest, "test": test_manifest,
+                          "predict": predict_manifest or test_manifest}
+        self.features = LogMel(SAMPLE_RATE, n_mels)
+        self.augment = (freq_masks, freq_width, time_masks, time_width) if spec_augment else None
+        self._vocabulary = CharVocabulary(vocabulary) if vocabulary is not None else None
+        self.entries: dict[str, list[ManifestEntry]] = {}
+
+    @property
+    def vocabulary(self) -> CharVocabulary:
+        """The CTC alphabet (built from the training manifest on first use)."""
+        if self._vocabulary is None:
+            texts = [normalize_text(e.text, self.hparams.keep_accents) for e in self.split_entries("train")]
+            self._vocabulary = CharVocabulary.from_texts(texts)
+        return self._vocabulary
+
+    @property
+    def vocab_size(self) -> int:
+        """Characters plus the CTC blank; linked to the model's ``vocab_size``."""
+        return len(self.vocabulary)
+
+    @property
+    def max_length(self) -> int:
+        """Encoder positions (4x subsampled 10 ms frames) of a ``max_duration`` utterance; linked to the model."""
+        frames = self.features.frames(int(self.hparams.max_duration * SAMPLE_RATE))
+        return int(subsampled_lengths(torch.tensor(frames)))
+
+    def split_entries(self, split: str) -> list[ManifestEntry]:
+        """Checked entries of ``split``: files exist, characters are in the vocabulary."""
+        if split not in self.entries:
+            path = self.manifests[split]
+            if path is None:
+                raise ValueError(f"SpeechData: no {split}_manifest given; set --data.init_args.{split}_manifest")
+            if not Path(path).is_file():
+                raise ValueError(f"SpeechData: {split}_manifest {path} does not exist; build a corpus with "
+                                 "`lintf data synth-speech --out data/speech/synth` (or `lintf data --help`)")
+            entries = read_manifest(path)[: self.hparams.limit]
+            if not entries:
+                raise ValueError(f"SpeechData: {path} lists no utterances")
+            self.entries[split] = entries
+            self._check(split)
+        return self.entries[split]
+
+    def _check(self, split: str) -> None:
+        entries = self.entries[split]
+        missing = [e.where for e in entries if not e.audio_filepath.is_file()]
+        if missing:
+            raise AudioError(f"{len(missing)} audio file(s) not found, listed at {', '.join(missing[:5])}")
+        for entry in entries:
+            unknown = self.vocabulary.unknown(normalize_text(entry.text, self.hparams.keep_accents))
+            if unknown:
+                raise ValueError(f"{entry.where}: characters {unknown} are not in the vocabulary "
+                                 f"{self.vocabulary.characters!r}")
+        if split == "train":
+            kept = [e for e in entries if e.duration <= self.hparams.max_duration]
+            if len(kept) < len(entries):
+                rank_zero_warn(f"SpeechData: skipped {len(entries) - len(kept)} training utterances longer than "
+                               f"max_duration={self.hparams.max_duration} s")
+            self.entries[split] = kept
+
+    def dataset(self, split: str) -> Utterances:
+        """The utterances of ``split`` ("train", "val", "test" or "predict")."""
+        augment = self.augment if split == "train" else None
+        return Utterances(self.split_entries(split), self.vocabulary, self.features, augment, self.hparams.keep_accents)
+
+    def _loader(self, split: str) -> DataLoader:
+        dataset = self.dataset(split)
+        sampler = BucketBatchSampler([e.duration for e in dataset.entries], self.hparams.batch_size,
+                                     shuffle=split == "train", seed=self.hparams.seed)
+        workers = self.hparams.num_workers
+        return DataLoader(dataset, batch_sampler=sampler, collate_fn=pad_batch, num_workers=workers,
+                          persistent_workers=workers > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train")
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test")
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._loader("predict")

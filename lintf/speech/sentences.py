@@ -1,0 +1,37 @@
+"""Short sentences for speech synthesis, cut from the King James Bible at clause boundaries."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+from lintf.speech.text import normalize_text
+
+_CLAUSE = re.compile(r"[.;:?!]")
+
+
+def clauses(path: Path, min_words: int, max_words: int) -> list[str]:
+    """Distinct normalised clauses of ``min_words``..``max_words`` words, in text order."""
+    seen, out = set(), []
+    with open(path, encoding="utf-8") as file:
+        for line in file:
+            for piece in _CLAUSE.split(json.loads(line)["text"]):
+                text = normalize_text(piece)
+                if min_words <= len(text.split()) <= max_words and not any(c.isdigit() for c in text) and text not in seen:
+                    seen.add(text)
+                    out.append(text)
+    return out
+
+
+def split_sentences(sentences: list[str], counts: dict[str, int], seed: int) -> dict[str, list[str]]:
+    """Disjoint random draws of ``counts[split]`` sentences per split (ValueError if too few)."""
+    needed = sum(counts.values())
+    if needed > len(sentences):
+        raise ValueError(f"asked for {needed} distinct sentences ({counts}) but the text has {len(sentences)}")
+    drawn = random.Random(seed).sample(sentences, needed)
+    out, start = {}, 0
+    for split, count in counts.items():
+        out[split], start = drawn[start : start + count], start + count
+    return out

@@ -1,0 +1,92 @@
+"""ASRTask: shapes, padding invariance, CTC training, vocabulary in checkpoints, the CLI config."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from lightning.pytorch import Trainer
+
+from lintf.cli import LintfCLI
+from lintf.data.speech import SpeechData
+from lintf.speech.text import CharVocabulary
+from lintf.tasks.asr import ASRTask
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = {"d_model": 32, "n_layers": 1, "n_heads": 2, "n_mels": 80, "conv_channels": 8, "dropout": 0.0}
+
+
+@pytest.mark.parametrize("attention", ["linear", "softmax"])
+def test_padding_does_not_change_outputs(attention):
+    torch.manual_seed(0)
+    task = ASRTask(vocab_size=6, max_length=50, attention=attention, **TINY).eval()
+    long, short = torch.randn(1, 120, 80), torch.randn(1, 60, 80)
+    padded = torch.zeros(2, 120, 80)
+    padded[0], padded[1, :60] = long[0], short[0]
+    log_probs, lengths = task(padded, torch.tensor([120, 60]))
+    alone, alone_length = task(short, torch.tensor([60]))
+    assert log_probs.shape == (2, 29, 6) and lengths.tolist() == [29, 14] and alone_length.tolist() == [14]
+    torch.testing.assert_close(log_probs[1, :14], alone[0], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(2, 29))
+
+
+def test_longer_than_max_length_still_runs():
+    task = ASRTask(vocab_size=6, max_length=4, **TINY).eval()
+    log_probs, _ = task(torch.randn(1, 100, 80), torch.tensor([100]))
+    assert log_probs.shape[1] == 24
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="vocab_size"):
+        ASRTask(vocab_size=1, max_length=4)
+    with pytest.raises(ValueError, match="bidirectional"):
+        ASRTask(vocab_size=6, max_length=4, **TINY).step(torch.zeros(1), 0, [])
+
+
+def test_training_lowers_ctc_loss_and_checkpoint_keeps_vocabulary(corpus, tmp_path):
+    torch.manual_seed(0)
+    data = SpeechData(str(corpus["train"]), str(corpus["val"]), str(corpus["test"]), batch_size=6, spec_augment=False)
+    task = ASRTask(data.vocab_size, data.max_length, **TINY,
+                   optimizer=lambda params: torch.optim.Adam(params, lr=3e-3))
+    batch = next(iter(data.train_dataloader()))
+    trainer = Trainer(max_steps=20, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                      enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0, default_root_dir=tmp_path)
+    before = float(task.ctc_loss(batch)[0].detach())
+    trainer.fit(task, datamodule=data)
+    after = float(task.ctc_loss(batch)[0].detach())
+    assert after < 0.7 * before
+    trainer.save_checkpoint(tmp_path / "asr.ckpt")
+    checkpoint = torch.load(tmp_path / "asr.ckpt", weights_only=False)
+    assert checkpoint["lintf_vocabulary"] == data.vocabulary.characters
+    restored = ASRTask.load_from_checkpoint(tmp_path / "asr.ckpt", weights_only=False)
+    assert restored.vocabulary == data.vocabulary
+    restored.vocabulary = None
+    restored.on_load_checkpoint(checkpoint)
+    assert restored.vocabulary == data.vocabulary
+    restored.vocabulary = CharVocabulary(" abcdz")
+    with pytest.raises(ValueError, match="trained on characters"):
+        restored.on_load_checkpoint(checkpoint)
+
+
+def asr_args(config: str, corpus, root: Path) -> list[str]:
+    return [
+        "--config", str(REPO / "configs" / config),
+        "--data.init_args.train_manifest", str(corpus["train"]), "--data.init_args.val_manifest", str(corpus["val"]),
+        "--data.init_args.test_manifest", str(corpus["test"]), "--data.init_args.batch_size", "3",
+        "--data.init_args.num_workers", "0",
+        "--model.init_args.d_model", "16", "--model.init_args.n_layers", "1", "--model.init_args.n_heads", "2",
+        "--model.init_args.conv_channels", "4",
+        "--trainer.default_root_dir", str(root), "--trainer.enable_progress_bar", "false",
+        "--trainer.enable_model_summary", "false",
+    ]
+
+
+@pytest.mark.parametrize("config", ["asr_synth.yaml", "asr_paper.yaml"])
+def test_config_fast_dev_run_and_predict(config, corpus, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cli = LintfCLI(args=["fit", *asr_args(config, corpus, tmp_path), "--trainer.fast_dev_run", "2"])
+    assert cli.trainer.state.finished
+    assert cli.model.hparams.vocab_size == cli.datamodule.vocab_size
+    cli = LintfCLI(args=["predict", *asr_args(config, corpus, tmp_path), "--trainer.fast_dev_run", "1",
+                         "--predictions.output_dir", str(tmp_path / "out")])
+    lines = (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and '"reference"' in lines[0] and '"cer"' in lines[0]

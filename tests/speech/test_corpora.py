@@ -1,0 +1,86 @@
+"""Corpus builders: flite synthesis (held-out voice and sentences), LibriVox manifest, ``lintf data``."""
+
+import json
+import os
+import shutil
+import wave
+
+import pytest
+
+from lintf.data_cli import main as data_main
+from lintf.speech.fillets import FILLETS_DIR, build_fillets_corpus, transcripts
+from lintf.speech.librivox import LIBRIVOX_DIR, build_librivox_manifest
+from lintf.speech.manifest import read_manifest
+from lintf.speech.sentences import split_sentences
+from lintf.speech.synth import build_synth_corpus
+
+needs_flite = pytest.mark.skipif(shutil.which("flite") is None, reason="apt-get install flite")
+
+
+def test_split_sentences_is_disjoint_and_checks_size():
+    splits = split_sentences([f"s{i}" for i in range(10)], {"train": 5, "val": 2, "test": 3}, seed=0)
+    assert [len(v) for v in splits.values()] == [5, 2, 3]
+    assert len(set(sum(splits.values(), []))) == 10
+    with pytest.raises(ValueError, match="asked for 11 distinct sentences"):
+        split_sentences(["a"] * 10, {"train": 11}, seed=0)
+
+
+@needs_flite
+def test_synth_corpus_holds_out_voice_and_sentences(tmp_path):
+    manifests = build_synth_corpus(tmp_path, train_size=4, val_size=2, test_size=2,
+                                   train_voices=("kal", "slt"), test_voice="awb", max_words=5)
+    rows = {split: read_manifest(path) for split, path in manifests.items()}
+    texts = {split: {e.text for e in entries} for split, entries in rows.items()}
+    assert not texts["train"] & texts["test"] and not texts["train"] & texts["val"]
+    voices = {split: {json.loads(line)["voice"] for line in path.read_text().splitlines()} for split, path in manifests.items()}
+    assert voices["test"] == {"awb"} and voices["train"] == {"kal", "slt"}
+    for entry in rows["train"]:  # kal speaks at 8 kHz: resampled
+        with wave.open(str(entry.audio_filepath)) as file:
+            assert file.getframerate() == 16_000
+            assert abs(file.getnframes() / 16_000 - entry.duration) < 1e-3
+
+
+def test_synth_rejects_bad_voices(tmp_path):
+    with pytest.raises(ValueError, match="unknown flite voice 'bob'"):
+        build_synth_corpus(tmp_path, test_voice="bob")
+    with pytest.raises(ValueError, match="must be held out"):
+        build_synth_corpus(tmp_path, train_voices=("slt",), test_voice="slt")
+
+
+def test_missing_flite_names_the_package(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SystemExit) as exit_info:
+        data_main(["synth-speech", "--out", str(tmp_path / "c"), "--train_size", "1"])
+    assert exit_info.value.code == 2
+    assert "apt-get install -y flite" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.path.isdir(LIBRIVOX_DIR), reason="apt-get install pocketsphinx-testdata")
+def test_librivox_manifest(tmp_path, capsys):
+    data_main(["librivox", "--out", str(tmp_path / "librivox.jsonl")])
+    entries = read_manifest(tmp_path / "librivox.jsonl")
+    assert len(entries) == 5 and entries[1].text == "he was not an ill disposed young man"
+    assert "librivox: 5 utterances" in capsys.readouterr().out
+
+
+def test_librivox_missing_package(tmp_path):
+    with pytest.raises(RuntimeError, match="apt-get install -y pocketsphinx-testdata"):
+        build_librivox_manifest(tmp_path / "x.jsonl", source=tmp_path / "absent")
+
+
+def test_fillets_dialog_parser(tmp_path):
+    script = tmp_path / "dialogs_cs.lua"
+    script.write_text(
+        'dialogId("vit-m-a", "font_small", "Hi (there), \\"fish\\".")\ndialogStr("Ahoj, \\"rybo\\".")\n\n'
+        'dialogId("vit-v-b", "font_big", "Two")\ndialogStr(\n"Dvě  řeky")\n', encoding="utf-8")
+    assert transcripts(script) == {"vit-m-a": 'Ahoj, "rybo".', "vit-v-b": "Dvě  řeky"}
+
+
+@pytest.mark.skipif(not os.path.isdir(FILLETS_DIR + "/sound"), reason="apt-get install fillets-ng-data fillets-ng-data-cs")
+def test_fillets_corpus_splits_levels(tmp_path):
+    manifests = build_fillets_corpus(tmp_path)
+    rows = {split: [json.loads(line) for line in path.read_text().splitlines()] for split, path in manifests.items()}
+    assert len(rows["train"]) > 1000 and rows["test"] and rows["val"]
+    level = lambda row: row["audio_filepath"].split("/")[-3]  # noqa: E731
+    assert not {level(r) for r in rows["train"]} & {level(r) for r in rows["test"]}
+    assert any("ř" in r["text"] for r in rows["train"])

@@ -1,0 +1,84 @@
+"""SpeechData: manifests -> padded, length-bucketed batches; errors name the manifest line."""
+
+import json
+
+import pytest
+import torch
+
+from lintf.data.speech import SpeechData
+from lintf.data.speech_batches import BucketBatchSampler
+from lintf.speech.audio import AudioError
+from lintf.speech.features import LogMel
+from lintf.speech.subsampling import subsampled_lengths
+
+
+def make(corpus, **overrides):
+    arguments = {"train_manifest": str(corpus["train"]), "val_manifest": str(corpus["val"]),
+                 "test_manifest": str(corpus["test"]), "batch_size": 4, **overrides}
+    return SpeechData(**arguments)
+
+
+def test_batches_are_padded_with_lengths(corpus):
+    data = make(corpus, spec_augment=False)
+    assert data.vocabulary.characters == " abcde" and data.vocab_size == 7
+    batches = list(data.val_dataloader())
+    assert sum(len(b["text"]) for b in batches) == 6
+    batch = batches[0]
+    features, lengths = batch["features"], batch["feature_lengths"]
+    assert features.shape[0] == 4 and features.shape[2] == 80 and features.shape[1] == int(lengths.max())
+    for i, n in enumerate(lengths.tolist()):
+        assert (features[i, n:] == 0).all()
+        assert data.vocabulary.decode(batch["targets"][i, : batch["target_lengths"][i]].tolist()) == batch["text"][i]
+    assert lengths.tolist() == sorted(lengths.tolist())  # bucketed by duration
+
+
+def test_max_length_matches_subsampling(corpus):
+    data = make(corpus, max_duration=2.0)
+    assert data.max_length == int(subsampled_lengths(torch.tensor(LogMel().frames(32_000))))
+
+
+def test_bucket_sampler_covers_everything_once_and_reshuffles():
+    sampler = BucketBatchSampler([5, 1, 4, 2, 3, 9, 7], batch_size=3, shuffle=True, seed=1)
+    first, second = list(sampler), list(sampler)
+    assert sorted(i for b in first for i in b) == list(range(7))
+    assert sorted(map(sorted, first)) == sorted(map(sorted, second))
+    assert [1, 3, 4] in [sorted(b) for b in first]  # the three shortest share a batch
+
+
+def test_spec_augment_masks_training_features_only(corpus):
+    torch.manual_seed(0)
+    data = make(corpus, freq_masks=2, freq_width=20, time_masks=0)
+    train = data.dataset("train")[0]["features"]
+    val = data.dataset("val")[0]["features"]
+    assert (train == 0).all(dim=0).any() and not (val == 0).all(dim=0).any()
+
+
+def test_missing_audio_names_the_manifest_line(corpus):
+    (corpus["val"].parent / "val-2.wav").unlink()
+    with pytest.raises(AudioError, match=r"val.jsonl:3"):
+        make(corpus).val_dataloader()
+
+
+def test_corrupt_audio_names_the_manifest_line(corpus):
+    (corpus["test"].parent / "test-1.wav").write_bytes(b"garbage")
+    dataset = make(corpus).dataset("test")
+    with pytest.raises(AudioError, match=r"test.jsonl:2: cannot decode"):
+        dataset[1]
+
+
+def test_unknown_characters_name_the_line(corpus):
+    lines = corpus["val"].read_text().splitlines()
+    row = json.loads(lines[0])
+    row["text"] = "zebra"
+    corpus["val"].write_text("\n".join([json.dumps(row), *lines[1:]]) + "\n")
+    with pytest.raises(ValueError, match=r"val.jsonl:1: characters \['r', 'z'\]"):
+        make(corpus).val_dataloader()
+
+
+def test_argument_errors(corpus):
+    with pytest.raises(ValueError, match="train_manifest or vocabulary"):
+        SpeechData()
+    with pytest.raises(ValueError, match="missing.jsonl does not exist; build a corpus with `lintf data synth-speech"):
+        SpeechData(str(corpus["train"].parent / "missing.jsonl")).vocab_size
+    with pytest.raises(ValueError, match="no predict_manifest"):
+        SpeechData(vocabulary="ab").predict_dataloader()
