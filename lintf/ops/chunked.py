@@ -6,9 +6,9 @@ per-chunk states are summed with an exclusive cumulative sum, so the whole compu
 handful of batched matmuls and never builds an (N, C, M) tensor: the largest intermediates
 are (N/L, C, M) states and (N/L, L, L) intra-chunk similarities.
 
-The backward pass saves only q, k, v and is itself three chunked products (paper eq. 13-15):
-dq = causal(dO, v, k), and dk, dv are anti-causal products (sums over i >= j, the same
-algorithm with the mask and the prefix sum reversed). Autograd keeps no intermediate alive.
+The backward pass saves only q, k, v and recomputes what it needs in one chunked sweep
+(paper eq. 13-15: prefix sums for dq, suffix sums for dk and dv), so autograd keeps no
+intermediate of the forward alive.
 """
 
 from __future__ import annotations
@@ -51,53 +51,85 @@ class _ChunkedCausalProduct(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out: Tensor) -> tuple[Tensor | None, ...]:
         q, k, v = ctx.saved_tensors
-        chunk = ctx.chunk_size
-        grad_q = grad_k = grad_v = None
-        if ctx.needs_input_grad[0]:  # dq_i = sum_{j<=i} (dO_i . v_j) k_j
-            grad_q = causal_product_forward(grad_out, v, k, chunk)
-        if ctx.needs_input_grad[1]:  # dk_j = sum_{i>=j} (v_j . dO_i) q_i
-            grad_k = causal_product_forward(v, grad_out, q, chunk, anti_causal=True)
-        if ctx.needs_input_grad[2]:  # dv_j = sum_{i>=j} (k_j . q_i) dO_i
-            grad_v = causal_product_forward(k, q, grad_out, chunk, anti_causal=True)
-        return grad_q, grad_k, grad_v, None
+        return (*causal_product_backward(q, k, v, grad_out.contiguous(), ctx.chunk_size), None)
 
 
-def causal_product_forward(
-    q: Tensor, k: Tensor, v: Tensor, chunk_size: int | None = None, anti_causal: bool = False
-) -> Tensor:
-    """out_i = sum_{j<=i} (q_i . k_j) v_j (or j >= i if anti_causal), chunk by chunk, no autograd graph.
+def _chunked(tensors: tuple[Tensor, ...], chunk: int) -> tuple[Tensor, ...]:
+    """(B, H, N, F) tensors -> (B, H, nc, L, F), zero-padded to a whole number of chunks.
+
+    Zero rows add nothing to any sum and their outputs are cut off by the callers.
+    """
+    batch, heads, length = tensors[0].shape[:3]
+    padding = (-length) % chunk
+    n_chunks = (length + padding) // chunk
+    return tuple(
+        F.pad(t, (0, 0, 0, padding)).reshape(batch, heads, n_chunks, chunk, t.shape[-1]) for t in tensors
+    )
+
+
+def _unchunked(x: Tensor, length: int) -> Tensor:
+    """(B, H, nc, L, F) -> (B, H, N, F), dropping the padding rows."""
+    batch, heads, n_chunks, chunk, features = x.shape
+    return x.reshape(batch, heads, n_chunks * chunk, features)[:, :, :length]
+
+
+def _chunk_length(q: Tensor, v: Tensor, chunk_size: int | None) -> int:
+    return min(chunk_size or default_chunk_size(q.shape[-1], v.shape[-1]), q.shape[2])
+
+
+def causal_product_forward(q: Tensor, k: Tensor, v: Tensor, chunk_size: int | None = None) -> Tensor:
+    """out_i = sum_{j<=i} (q_i . k_j) v_j, chunk by chunk, without an autograd graph of its own.
 
     Args:
         q: (B, H, N, C) feature-mapped queries.
         k: (B, H, N, C) feature-mapped keys.
         v: (B, H, N, M) values.
         chunk_size: positions per chunk; None picks one from C and M.
-        anti_causal: sum over later positions instead (the backward pass needs both).
 
     Returns:
         (B, H, N, M) in the dtype of the inputs (callers cast to the accumulation dtype first).
     """
-    batch, heads, length, feature_dim = q.shape
-    value_dim = v.shape[-1]
-    chunk = min(chunk_size or default_chunk_size(feature_dim, value_dim), length)
-    padding = (-length) % chunk
-    if padding:
-        # zero rows add nothing to any state and their outputs are cut off below
-        q, k, v = (F.pad(t, (0, 0, 0, padding)) for t in (q, k, v))
-    n_chunks = (length + padding) // chunk
-    q_chunks = q.reshape(batch, heads, n_chunks, chunk, feature_dim)  # (B, H, nc, L, C)
-    k_chunks = k.reshape(batch, heads, n_chunks, chunk, feature_dim)  # (B, H, nc, L, C)
-    v_chunks = v.reshape(batch, heads, n_chunks, chunk, value_dim)  # (B, H, nc, L, M)
-
-    keep = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device)
-    keep = keep.triu() if anti_causal else keep.tril()
+    chunk = _chunk_length(q, v, chunk_size)
+    q_chunks, k_chunks, v_chunks = _chunked((q, k, v), chunk)  # (B, H, nc, L, C|M)
+    keep = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
     similarities = q_chunks @ k_chunks.transpose(-1, -2)  # (B, H, nc, L, L)
     out = similarities.masked_fill_(~keep, 0.0) @ v_chunks  # (B, H, nc, L, M): within-chunk terms
     del similarities  # free before the state tensors are built: this keeps the peak low
-    if n_chunks > 1:
-        sources, targets = (slice(1, None), slice(None, -1)) if anti_causal else (slice(None, -1), slice(1, None))
-        states = k_chunks[:, :, sources].transpose(-1, -2) @ v_chunks[:, :, sources]  # (B, H, nc-1, C, M)
-        # the state seen by a chunk sums every earlier (anti-causal: later) chunk's state
-        states = states.flip(2).cumsum_(dim=2).flip(2) if anti_causal else states.cumsum_(dim=2)
-        out[:, :, targets] += q_chunks[:, :, targets] @ states  # (B, H, nc-1, L, M)
-    return out.reshape(batch, heads, n_chunks * chunk, value_dim)[:, :, :length]
+    if q_chunks.shape[2] > 1:
+        # state before chunk c = sum of the states k^T v of chunks 0..c-1 (exclusive prefix sum)
+        earlier = (k_chunks[:, :, :-1].transpose(-1, -2) @ v_chunks[:, :, :-1]).cumsum_(dim=2)  # (.., nc-1, C, M)
+        out[:, :, 1:] += q_chunks[:, :, 1:] @ earlier
+    return _unchunked(out, q.shape[2])
+
+
+def causal_product_backward(
+    q: Tensor, k: Tensor, v: Tensor, grad_out: Tensor, chunk_size: int | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Gradients of the causal product (paper eq. 13-15) in one chunked sweep.
+
+    dq_i = sum_{j<=i} (dO_i . v_j) k_j,  dk_j = sum_{i>=j} (dO_i . v_j) q_i,
+    dv_j = sum_{i>=j} (q_i . k_j) dO_i. Within a chunk the masked (dO v^T) matrix serves dq and
+    dk, and (q k^T) serves dv; across chunks a prefix sum of v k^T serves dq, and one suffix sum
+    of q dO^T serves both dk and dv.
+
+    Returns:
+        dq (B, H, N, C), dk (B, H, N, C), dv (B, H, N, M).
+    """
+    chunk = _chunk_length(q, v, chunk_size)
+    q_c, k_c, v_c, g_c = _chunked((q, k, v, grad_out), chunk)  # (B, H, nc, L, .)
+    keep = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
+    similarities = (g_c @ v_c.transpose(-1, -2)).masked_fill_(~keep, 0.0)  # [i, j] = dO_i . v_j, j <= i
+    grad_q = similarities @ k_c
+    grad_k = similarities.transpose(-1, -2) @ q_c
+    similarities = (q_c @ k_c.transpose(-1, -2)).masked_fill_(~keep, 0.0)  # [i, j] = q_i . k_j, j <= i
+    grad_v = similarities.transpose(-1, -2) @ g_c
+    del similarities
+    if q_c.shape[2] > 1:
+        earlier = (v_c[:, :, :-1].transpose(-1, -2) @ k_c[:, :, :-1]).cumsum_(dim=2)  # sum v k^T: (.., M, C)
+        grad_q[:, :, 1:] += g_c[:, :, 1:] @ earlier
+        del earlier
+        later = (q_c[:, :, 1:].transpose(-1, -2) @ g_c[:, :, 1:]).flip(2).cumsum_(dim=2).flip(2)  # sum q dO^T
+        grad_k[:, :, :-1] += v_c[:, :, :-1] @ later.transpose(-1, -2)
+        grad_v[:, :, :-1] += k_c[:, :, :-1] @ later
+    length = q.shape[2]
+    return _unchunked(grad_q, length), _unchunked(grad_k, length), _unchunked(grad_v, length)

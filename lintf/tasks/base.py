@@ -17,7 +17,8 @@ from torch import Tensor, nn
 
 from lintf.attention.base import State
 from lintf.models.transformer import TransformerEncoder
-from lintf.tasks.names import AttentionName, FeatureMapName
+from lintf.registry import build_head
+from lintf.tasks.names import AttentionName, FeatureMapName, HeadName
 
 
 def sinusoidal_positions(length: int, dim: int) -> Tensor:
@@ -51,6 +52,9 @@ class TransformerTask(LightningModule):
         positions: "learned" position embeddings or fixed "sinusoidal" codes.
         optimizer: optimizer class and arguments, e.g. ``{class_path: torch.optim.RAdam, init_args: {lr: 1e-3}}``.
         lr_scheduler: learning-rate scheduler stepped every optimizer update; None keeps the rate fixed.
+        head: output-head registry name (``lintf.list_heads()``): the distribution over the
+            vocabulary that ``forward`` parameterises ("categorical" = logits).
+        head_kwargs: extra arguments of the head, e.g. ``{n_components: 10}``.
     """
 
     def __init__(
@@ -71,6 +75,8 @@ class TransformerTask(LightningModule):
         positions: Literal["learned", "sinusoidal"] = "learned",
         optimizer: OptimizerCallable = torch.optim.AdamW,
         lr_scheduler: LRSchedulerCallable | None = None,
+        head: HeadName = HeadName("categorical"),
+        head_kwargs: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if vocab_size < 1 or max_length < 1:
@@ -86,7 +92,7 @@ class TransformerTask(LightningModule):
             d_model, n_layers, n_heads, str(attention), attention_kwargs,
             None if feature_map is None else str(feature_map), feature_map_kwargs, d_ff, activation, dropout, norm,
         )
-        self.head = nn.Linear(d_model, vocab_size)
+        self.head = build_head(str(head), d_model, n_values=vocab_size, **(head_kwargs or {}))
         self.max_length = max_length
         self.build_metrics()
 
@@ -94,7 +100,7 @@ class TransformerTask(LightningModule):
         """Create the task's torchmetrics modules (called at the end of ``__init__``)."""
 
     def forward(self, tokens: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
-        """Causal next-token logits: tokens (B, N) int -> (B, N, vocab_size)."""
+        """Causal next-token head parameters: tokens (B, N) int -> (B, N, P) (categorical: logits)."""
         if tokens.shape[1] > self.max_length:
             raise ValueError(f"sequence of {tokens.shape[1]} tokens exceeds max_length={self.max_length}")
         x = self.token_embedding(tokens) + self.position_embedding[: tokens.shape[1]]  # (B, N, d_model)
@@ -105,7 +111,7 @@ class TransformerTask(LightningModule):
         return self.encoder.init_state(batch_size, device=self.device, dtype=self.token_embedding.weight.dtype)
 
     def step(self, token: Tensor, position: int, state: list[State]) -> tuple[Tensor, list[State]]:
-        """RNN form of ``forward``: token (B,) at ``position`` -> next-token logits (B, vocab_size)."""
+        """RNN form of ``forward``: token (B,) at ``position`` -> next-token head parameters (B, P)."""
         x_t = self.token_embedding(token) + self.position_embedding[position]  # (B, d_model)
         out, state = self.encoder.step(x_t, state)
         return self.head(out), state

@@ -11,7 +11,7 @@ import importlib
 
 from jsonargparse.typing import register_type
 
-from lintf.registry import ATTENTIONS, FEATURE_MAPS, Registry
+from lintf.registry import ATTENTIONS, FEATURE_MAPS, HEADS, Registry
 
 
 class AttentionName(str):
@@ -20,6 +20,10 @@ class AttentionName(str):
 
 class FeatureMapName(str):
     """Name of a registered feature map (``lintf.list_feature_maps()``) or a dotted path to its class."""
+
+
+class HeadName(str):
+    """Name of a registered output head (``lintf.list_heads()``) or a dotted path to its class."""
 
 
 def _import_class(path: str) -> type | None:
@@ -52,3 +56,4 @@ def resolve_name(registry: Registry, value: object) -> str:
 
 register_type(AttentionName, serializer=str, deserializer=lambda v: AttentionName(resolve_name(ATTENTIONS, v)))
 register_type(FeatureMapName, serializer=str, deserializer=lambda v: FeatureMapName(resolve_name(FEATURE_MAPS, v)))
+register_type(HeadName, serializer=str, deserializer=lambda v: HeadName(resolve_name(HEADS, v)))

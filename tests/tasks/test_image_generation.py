@@ -1,0 +1,58 @@
+"""ImageGenerationTask: every image config trains (fast_dev_run) and predicts PNG grids on generated data."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from lintf.tasks import ImageGenerationTask
+from tests.cli.helpers import REPO, quiet_trainer, run
+from tests.data.test_images import make_mnist_dir, write_cifar_dir
+
+TINY = ["--model.init_args.d_model", "16", "--model.init_args.n_layers", "1", "--model.init_args.n_heads", "2",
+        "--model.init_args.d_ff", "32", "--data.init_args.batch_size", "2"]
+
+
+def image_source(tmp_path, config: str) -> str:
+    if "cifar" in config:
+        write_cifar_dir(tmp_path / "cifar", np.random.default_rng(0).integers(0, 256, (12, 32, 32, 3)).astype(np.uint8))
+        return str(tmp_path / "cifar")
+    make_mnist_dir(tmp_path / "mnist")
+    return str(tmp_path / "mnist")
+
+
+@pytest.mark.parametrize("config", ["mnist.yaml", "mnist_cpu.yaml", "cifar10.yaml"])
+def test_image_config_trains_and_predicts_png_grids(config, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    data = ["--data.init_args.source_dir", image_source(tmp_path, config), "--data.init_args.data_dir", str(tmp_path / "d")]
+    base = ["--config", str(REPO / "configs" / config), *TINY, *data, *quiet_trainer(tmp_path)]
+    fitted = run(["fit", *base, "--trainer.fast_dev_run", "1"])
+    assert fitted.trainer.state.finished
+    predicted = run(["predict", *base, "--trainer.fast_dev_run", "1"])
+    samples = sorted(p.name for p in tmp_path.rglob("samples/*.png"))
+    assert samples == ["completions-0000.png", "originals-0000.png", "samples-0000.png"]
+    assert predicted.trainer.state.finished
+
+
+def test_completion_keeps_the_given_top_half_and_samples_bytes():
+    task = ImageGenerationTask(vocab_size=256, max_length=15, d_model=16, n_layers=1, n_heads=2, d_ff=32).eval()
+    prompt = torch.randint(0, 256, (3, 16))
+    completed = task.generate(prompt, known=8, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(completed[:, :8], prompt[:, :8])
+    assert completed.dtype == torch.int64 and completed.min() >= 0 and completed.max() <= 255
+    assert not torch.equal(completed[:, 8:], prompt[:, 8:])
+
+
+def test_untrained_uniform_categorical_head_scores_eight_bits_per_dim():
+    task = ImageGenerationTask(vocab_size=256, max_length=15, d_model=16, n_layers=1, n_heads=2, head="categorical")
+    torch.nn.init.zeros_(task.head.logits.weight), torch.nn.init.zeros_(task.head.logits.bias)
+    batch = (torch.randint(0, 256, (2, 15)), torch.randint(0, 256, (2, 15)))
+    assert task.nll(batch).mean().item() / math.log(2) == pytest.approx(8.0, abs=1e-5)
+
+
+def test_unknown_head_is_named():
+    with pytest.raises(KeyError, match="unknown output head 'pixelcnn'; known output head names: categorical"):
+        ImageGenerationTask(head="pixelcnn")
