@@ -62,9 +62,9 @@ def _chunked(tensors: tuple[Tensor, ...], chunk: int) -> tuple[Tensor, ...]:
     batch, heads, length = tensors[0].shape[:3]
     padding = (-length) % chunk
     n_chunks = (length + padding) // chunk
-    return tuple(
-        F.pad(t, (0, 0, 0, padding)).reshape(batch, heads, n_chunks, chunk, t.shape[-1]) for t in tensors
-    )
+    if padding:
+        tensors = tuple(F.pad(t, (0, 0, 0, padding)) for t in tensors)
+    return tuple(t.reshape(batch, heads, n_chunks, chunk, t.shape[-1]) for t in tensors)
 
 
 def _unchunked(x: Tensor, length: int) -> Tensor:
