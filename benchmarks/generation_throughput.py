@@ -111,8 +111,8 @@ def run_method(name: str, length: int, budget_mb: float, max_batch: int, step_bu
     torch.manual_seed(0)
     model = ByteModel(attention, kwargs, length).eval()
     profile = memory_profile(model, mode, length)
-    per_image = max(profile[-1][1], 1.0)
-    batch = max(1, min(max_batch, int(budget_mb // per_image)))
+    per_image = profile[-1][1]
+    batch = max(1, min(max_batch, int(budget_mb // max(per_image, 1e-3))))
     images_per_second, how = throughput(model, mode, batch, length, step_budget)
     return {"batch": batch, "per_image_mb": per_image, "images_per_second": images_per_second, "how": how,
             "profile": profile}
@@ -148,7 +148,7 @@ def render(rows: list[dict], args: argparse.Namespace) -> str:
         "# Image generation throughput (paper Table 1)",
         "",
         f"Random-weight 8-layer, 8-head, d_model 256 model; memory budget {args.memory_budget_mb:.0f} MiB, batch cap "
-        f"{args.max_batch}; {torch.get_num_threads()} threads; `python benchmarks/generation_throughput.py`.",
+        f"{args.max_batch}; {torch.get_num_threads()} threads; `python {' '.join(['benchmarks/generation_throughput.py', *sys.argv[1:]])}`.",
         "",
         "| pixels | method | batch | images/s | peak MiB per image | speed-up vs softmax-recompute | how timed |",
         "|---:|---|---:|---:|---:|---:|---|",
