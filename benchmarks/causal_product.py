@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -34,7 +33,7 @@ from lintf.ops import causal_linear_attention, compiled_op_available
 from lintf.ops.fallback import causal_linear_attention_pytorch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import resident_mb  # noqa: E402
+from measure import peak_extra_mb  # noqa: E402
 
 HEADS, DIM = 8, 64
 SDPA_MAX_N = 16384  # its O(N^2) fwd+bwd takes ~a minute per call beyond this on one core
@@ -101,15 +100,6 @@ def seconds(fn: Fn, tensors: list[torch.Tensor], backward: bool, budget_s: float
     return min(times)
 
 
-def peak_extra_mb(fn: Fn, tensors: list[torch.Tensor], backward: bool) -> float:
-    """Peak resident MiB of one call above what was resident before it (Linux: resettable VmHWM)."""
-    base = resident_mb()
-    Path("/proc/self/clear_refs").write_text("5")  # reset the high-water mark to the current RSS
-    run_once(fn, tensors, backward)
-    peak_kib = int(re.search(r"VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1))
-    return peak_kib / 1024 - base
-
-
 def matmul_peak_gflops(size: int = 2048) -> float:
     """Single-thread fp32 matmul throughput: the machine's practical peak."""
     torch.set_num_threads(1)
@@ -129,7 +119,7 @@ def measure_memory(impls: dict[str, Fn], lengths: list[int]) -> dict[str, float]
             for mode, backward in (("fwd", False), ("fwd+bwd", True)):
                 tensors = inputs(n, backward)
                 run_once(fn, tensors, backward)  # warm-up: lazy initialisation is not the op's memory
-                peaks[f"{name}|{n}|{mode}"] = peak_extra_mb(fn, tensors, backward)
+                peaks[f"{name}|{n}|{mode}"] = peak_extra_mb(lambda: run_once(fn, tensors, backward))
     return peaks
 
 

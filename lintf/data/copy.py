@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import torch
-from lightning.pytorch import LightningDataModule
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
+
+from lintf.data.splits import SplitDataModule
 
 PAD, SEP = 0, 1
 FIRST_SYMBOL = 2
@@ -51,7 +52,7 @@ class CopySequences(Dataset):
         return {"tokens": tokens, "length": length}
 
 
-class CopyData(LightningDataModule):
+class CopyData(SplitDataModule):
     """Seeded synthetic sequences for the copy task: ``s_1..s_L SEP s_1..s_L PAD...``.
 
     Token ids: 0 is padding, 1 the separator, 2.. the symbols. A model reads ``tokens[:-1]`` and
@@ -120,20 +121,8 @@ class CopyData(LightningDataModule):
             )
         return self.datasets[name]
 
-    def _loader(self, name: str, shuffle: bool) -> DataLoader:
+    def loader(self, split: str) -> DataLoader:
         return DataLoader(
-            self.split(name), batch_size=self.batch_size, shuffle=shuffle, num_workers=self.num_workers,
+            self.split(split), batch_size=self.batch_size, shuffle=split == "train", num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val", shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False)
-
-    def predict_dataloader(self) -> DataLoader:
-        return self._loader("predict", shuffle=False)

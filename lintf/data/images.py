@@ -16,11 +16,11 @@ from typing import Literal
 
 import numpy as np
 import torch
-from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, Dataset
 
 from lintf.data import image_sources
 from lintf.data.image_sources import DataSourceError
+from lintf.data.splits import SplitDataModule
 
 DatasetName = Literal["mnist", "mnist_5k", "fashion_mnist", "cifar10"]
 IMAGE_SHAPES: dict[str, tuple[int, int, int]] = {
@@ -73,7 +73,7 @@ def load_cache(path: Path, length: int) -> np.ndarray:
     return array
 
 
-class ImageData(LightningDataModule):
+class ImageData(SplitDataModule):
     """Byte-level image datasets for autoregressive generation.
 
     Args:
@@ -86,6 +86,8 @@ class ImageData(LightningDataModule):
         seed: seed of the validation split (and of the mnist_5k test split).
         num_workers: DataLoader worker processes.
     """
+
+    predict_split = "test"  # predict completes test images
 
     def __init__(
         self,
@@ -177,20 +179,8 @@ class ImageData(LightningDataModule):
             "test": load_cache(self.cache_dir / "test.npy", self.sequence_length),
         }
 
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+    def loader(self, split: str) -> DataLoader:
         return DataLoader(
-            ByteSequences(self.splits[split]), batch_size=self.batch_size, shuffle=shuffle,
+            ByteSequences(self.splits[split]), batch_size=self.batch_size, shuffle=split == "train",
             num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
         )
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val", shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False)
-
-    def predict_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False)

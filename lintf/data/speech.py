@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from lightning.pytorch import LightningDataModule
 from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from lintf.data.speech_batches import BucketBatchSampler, pad_batch
+from lintf.data.splits import SplitDataModule
 from lintf.speech.audio import AudioError, load_audio
 from lintf.speech.features import LogMel, normalize_utterance
 from lintf.speech.manifest import ManifestEntry, read_manifest
@@ -64,7 +64,7 @@ class Utterances(Dataset):
                 "text": text, "audio_filepath": str(entry.audio_filepath)}
 
 
-class SpeechData(LightningDataModule):
+class SpeechData(SplitDataModule):
     """CTC speech data from JSON-lines manifests, in length-bucketed padded batches.
 
     Transcripts are normalised (lower case, letters, digits, apostrophes, spaces). The character
@@ -184,22 +184,10 @@ class SpeechData(LightningDataModule):
         augment = self.augment if split == "train" else None
         return Utterances(self.split_entries(split), self.vocabulary, self.features, augment, self.hparams.keep_accents)
 
-    def _loader(self, split: str) -> DataLoader:
+    def loader(self, split: str) -> DataLoader:
         dataset = self.dataset(split)
         sampler = BucketBatchSampler([e.duration for e in dataset.entries], self.hparams.batch_size,
                                      shuffle=split == "train", seed=self.hparams.seed)
         workers = self.hparams.num_workers
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=pad_batch, num_workers=workers,
                           persistent_workers=workers > 0)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train")
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val")
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test")
-
-    def predict_dataloader(self) -> DataLoader:
-        return self._loader("predict")
