@@ -8,6 +8,7 @@ maps are valid names. Mistakes in the configuration end in one paragraph, not a 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from lightning.pytorch import LightningDataModule
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.plugins.environments import SLURMEnvironment
 
 import lintf
 from lintf.callbacks import LogSamples, PredictionWriter, SaveRunConfig
@@ -22,6 +24,7 @@ from lintf.checkpoints import CheckpointError, resolve_checkpoint
 from lintf.config_errors import summarize
 from lintf.plugins import PluginError, load_plugins, plugins_in_args
 from lintf.registry import UnknownArgumentError, UnknownNameError
+from lintf.tensorboard import ReservedVersionTensorBoardLogger
 
 USER_ERRORS = (CheckpointError, PluginError, UnknownNameError, UnknownArgumentError, ValueError)
 """Errors of a bad configuration: reported in one paragraph when they occur before training."""
@@ -102,6 +105,7 @@ class LintfCLI(LightningCLI):
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
+        self.batch_limits = integer_batch_limits(sys.argv[1:] if args is None else args)
         if subcommand and self.config[subcommand].get("ckpt_path"):
             config = self.config[subcommand]
             try:
@@ -109,11 +113,43 @@ class LintfCLI(LightningCLI):
             except CheckpointError as error:
                 raise ConfigError(str(error)) from None
 
+    def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Any]) -> Any:
+        config = {**config, **getattr(self, "batch_limits", {})}
+        # The built-in checkpoint callback yields to ``--trainer.enable_checkpointing false``.
+        if config.get("enable_checkpointing") is False:
+            callbacks = [callback for callback in callbacks if not isinstance(callback, ModelCheckpoint)]
+        default_logger = config.get("logger") in (None, True) and not config.get("barebones")
+        if default_logger and importlib.util.find_spec("tensorboard") is not None:
+            # Lightning's default logger, except that concurrent runs get distinct version directories.
+            root = config.get("default_root_dir") or os.getcwd()
+            config = {**config, "logger": ReservedVersionTensorBoardLogger(save_dir=root, version=SLURMEnvironment.job_id())}
+        return super()._instantiate_trainer(config, callbacks)
+
     def instantiate_classes(self) -> None:
         try:
             super().instantiate_classes()
         except USER_ERRORS as error:
             raise ConfigError(summarize(str(error))) from error
+
+
+def integer_batch_limits(args: Any) -> dict[str, int]:
+    """``--trainer.limit_*_batches N`` typed as a whole number on the command line, as an int.
+
+    Lightning reads an int as a number of batches and a float as a fraction, but its annotation
+    lists float first, so the parser turns ``1`` into 1.0 (all batches). Written as ``1`` it
+    means one batch, as in Lightning's own API; ``1.0`` still means all of them.
+    """
+    if not isinstance(args, list | tuple):
+        return {}
+    limits: dict[str, int] = {}
+    for index, arg in enumerate(args):
+        name, _, value = str(arg).partition("=")
+        if not value and index + 1 < len(args):
+            value = str(args[index + 1])
+        key = name.removeprefix("--trainer.")
+        if key.startswith("limit_") and key.endswith("_batches") and name.startswith("--trainer.") and value.isdigit():
+            limits[key] = int(value)
+    return limits
 
 
 def search_roots(config: Any) -> list[str]:

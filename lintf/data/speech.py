@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler
 
 from lintf.data.speech_batches import BucketBatchSampler, pad_batch
 from lintf.data.splits import SplitDataModule
@@ -186,7 +186,9 @@ class SpeechData(SplitDataModule):
 
     def loader(self, split: str) -> DataLoader:
         dataset = self.dataset(split)
-        sampler = BucketBatchSampler([e.duration for e in dataset.entries], self.hparams.batch_size,
+        # Random order for training tells Lightning to shard it with shuffling under DDP.
+        indices = RandomSampler(dataset) if split == "train" else SequentialSampler(dataset)
+        sampler = BucketBatchSampler(indices, self.hparams.batch_size, durations=[e.duration for e in dataset.entries],
                                      shuffle=split == "train", seed=self.hparams.seed)
         workers = self.hparams.num_workers
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=pad_batch, num_workers=workers,

@@ -3,38 +3,50 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import torch
 from torch import Tensor
-from torch.utils.data import Sampler
+from torch.utils.data import BatchSampler, Sampler
 
 
-class BucketBatchSampler(Sampler[list[int]]):
+class BucketBatchSampler(BatchSampler):
     """Batches of utterances of similar duration (little padding), in random order each epoch.
 
-    Utterances are sorted by duration and cut into consecutive batches of ``batch_size``; with
-    ``shuffle`` the batch order (not the batches' members) changes every epoch.
+    The indices ``sampler`` yields (all of them, or under DDP the shard Lightning's
+    ``DistributedSampler`` gives this rank) are sorted by duration and cut into consecutive
+    batches of ``batch_size``; with ``shuffle`` the batch order changes every epoch. It follows
+    ``BatchSampler``'s API, so Lightning can swap in the distributed sampler: every rank then gets
+    the same number of batches (the distributed sampler pads its shards to equal size).
 
     Args:
-        durations: seconds per utterance, indexed like the dataset.
+        sampler: the utterance indices to batch.
         batch_size: utterances per batch.
+        drop_last: drop a final batch smaller than ``batch_size``.
+        durations: seconds per utterance, indexed like the dataset.
         shuffle: reshuffle the batch order every epoch.
-        seed: seed of the shuffling; epoch e uses seed + e.
+        seed: seed of the shuffling; epoch e uses seed + e (``set_epoch`` or one more per pass).
     """
 
-    def __init__(self, durations: Sequence[float], batch_size: int, shuffle: bool, seed: int = 0) -> None:
+    def __init__(self, sampler: Sampler[int] | Iterable[int], batch_size: int, drop_last: bool = False,
+                 durations: Sequence[float] = (), shuffle: bool = False, seed: int = 0) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        order = sorted(range(len(durations)), key=lambda i: durations[i])
-        self.batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-        self.shuffle, self.seed, self.epoch = shuffle, seed, 0
+        super().__init__(sampler, batch_size, drop_last)
+        self.durations, self.shuffle, self.seed, self.epoch = list(durations), shuffle, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
 
     def __len__(self) -> int:
-        return len(self.batches)
+        count = len(self.sampler)  # type: ignore[arg-type]
+        return count // self.batch_size if self.drop_last else -(-count // self.batch_size)
 
     def __iter__(self) -> Iterator[list[int]]:
-        batches = list(self.batches)
+        order = sorted(self.sampler, key=lambda i: self.durations[i])
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        if self.drop_last and batches and len(batches[-1]) < self.batch_size:
+            batches.pop()
         if self.shuffle:
             random.Random(self.seed + self.epoch).shuffle(batches)
             self.epoch += 1

@@ -12,6 +12,7 @@ from torch import Tensor
 
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 
+from lintf.callbacks.run_directory import run_directory
 from lintf.metrics import BitsPerDim
 from lintf.tasks.base import TransformerTask
 from lintf.tasks.names import AttentionName, FeatureMapName, HeadName
@@ -145,6 +146,10 @@ class ImageGenerationTask(TransformerTask):
                 out[:, position + 1] = self.head.sample(params, generator=generator)
         return out
 
+    def on_predict_start(self) -> None:
+        # The run's own directory (for W&B too, whose trainer.log_dir is the shared save_dir).
+        self.samples_directory = Path(run_directory(self.trainer)) / "samples"
+
     def predict_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> list[dict[str, Any]]:
         """Completions and unconditional samples for one batch; rows report each original's bits/dim."""
         if self.image_shape is None:
@@ -162,9 +167,8 @@ class ImageGenerationTask(TransformerTask):
 
     def write_grids(self, grids: dict[str, np.ndarray], batch_idx: int) -> None:
         """Save PNG grids and hand them to TensorBoard / W&B loggers when present."""
-        directory = Path(self.trainer.log_dir or ".") / "samples"
         for name, grid in grids.items():
-            save_png(grid, directory / f"{name}-{batch_idx:04d}.png")
+            save_png(grid, self.samples_directory / f"{name}-{batch_idx:04d}.png")
         for logger in self.trainer.loggers:
             experiment = getattr(logger, "experiment", None)
             if hasattr(experiment, "add_image"):  # TensorBoard

@@ -34,8 +34,10 @@ def tiny(root: Path, *extra: str, subcommand: str = "fit", config: str = COPY_YA
     return [subcommand, "--config", config, *TINY_MODEL, *TINY_DATA, *quiet_trainer(root), *extra]
 
 
-def run(args: list[str]) -> LintfCLI:
-    return LintfCLI(args=args)
+def run(args: list[str], run_subcommand: bool = True) -> LintfCLI:
+    if not run_subcommand:  # build the trainer only: drop the subcommand, as LightningCLI(run=False) expects
+        args = args[1:]
+    return LintfCLI(args=args, run=run_subcommand)
 
 
 class RecordSteps(Callback):

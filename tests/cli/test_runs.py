@@ -9,7 +9,7 @@ import torch
 import yaml
 
 from lintf.cli import LintfCLI
-from tests.cli.helpers import InterruptAt, RecordSteps, run, tiny
+from tests.cli.helpers import COPY_YAML, InterruptAt, RecordSteps, run, tiny
 
 STRONG_LR = ["--model.lr_scheduler", "null", "--model.optimizer.lr", "0.01"]
 
@@ -35,6 +35,20 @@ def test_config_without_logger_does_not_collide(tmp_path):
         run(tiny(tmp_path, "--trainer.max_steps", "1", "--trainer.logger", "false", "--trainer.callbacks", "[]",
                  "--trainer.limit_val_batches", "0"))
     assert (tmp_path / "config.yaml").is_file() and (tmp_path / "config-1.yaml").is_file()
+
+
+def test_runs_started_together_get_distinct_directories(tmp_path):
+    # Two runs that pick their version before either has written anything (the race of side-by-side
+    # launches): Lightning's logger gives both version_0; the default logger reserves distinct ones.
+    first, second = (run(tiny(tmp_path, "--trainer.max_steps", "1"), run_subcommand=False) for _ in range(2))
+    directories = {cli.trainer.logger.log_dir for cli in (first, second)}
+    assert directories == {str(tmp_path / "lightning_logs" / f"version_{n}") for n in (0, 1)}
+
+
+def test_checkpointing_can_be_switched_off(tmp_path):
+    cli = run(tiny(tmp_path, "--trainer.max_steps", "1", "--trainer.enable_checkpointing", "false"))
+    assert cli.trainer.global_step == 1 and cli.trainer.checkpoint_callback is None
+    assert not list(tmp_path.rglob("*.ckpt"))
 
 
 def test_resume_continues_step_optimizer_and_loss(tmp_path):
@@ -102,3 +116,13 @@ def test_fp16_mixed_on_gpu(tmp_path):
     cli = run(tiny(tmp_path, "--trainer.accelerator", "gpu", "--trainer.devices", "1", "--trainer.precision", "16-mixed",
                    "--trainer.max_steps", "3", "--trainer.limit_val_batches", "1", "--trainer.val_check_interval", "3"))
     assert math.isfinite(float(cli.trainer.callback_metrics["train/loss"]))
+
+
+def test_whole_number_batch_limit_on_the_command_line_counts_batches():
+    from lintf.cli import integer_batch_limits
+
+    args = ["--trainer.limit_predict_batches", "1", "--trainer.limit_val_batches=4", "--trainer.limit_test_batches", "1.0"]
+    assert integer_batch_limits(args) == {"limit_predict_batches": 1, "limit_val_batches": 4}
+    cli = LintfCLI(args=["--config", COPY_YAML, *args], run=False)
+    assert cli.trainer.limit_predict_batches == 1 and isinstance(cli.trainer.limit_predict_batches, int)
+    assert cli.trainer.limit_test_batches == 1.0 and isinstance(cli.trainer.limit_test_batches, float)  # all of them

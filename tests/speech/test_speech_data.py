@@ -5,6 +5,11 @@ import json
 import pytest
 import torch
 
+from lightning.fabric.utilities.data import _replace_dunder_methods
+from lightning.pytorch.trainer.states import RunningStage
+from lightning.pytorch.utilities.data import _update_dataloader
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler
+
 from lintf.data.speech import SpeechData
 from lintf.data.speech_batches import BucketBatchSampler
 from lintf.speech.audio import AudioError
@@ -37,12 +42,35 @@ def test_max_length_matches_subsampling(corpus):
     assert data.max_length == int(subsampled_lengths(torch.tensor(LogMel().frames(32_000))))
 
 
+DURATIONS = [5, 1, 4, 2, 3, 9, 7]
+
+
 def test_bucket_sampler_covers_everything_once_and_reshuffles():
-    sampler = BucketBatchSampler([5, 1, 4, 2, 3, 9, 7], batch_size=3, shuffle=True, seed=1)
+    sampler = BucketBatchSampler(range(7), batch_size=3, durations=DURATIONS, shuffle=True, seed=1)
     first, second = list(sampler), list(sampler)
+    assert len(sampler) == len(first) == 3
     assert sorted(i for b in first for i in b) == list(range(7))
     assert sorted(map(sorted, first)) == sorted(map(sorted, second))
     assert [1, 3, 4] in [sorted(b) for b in first]  # the three shortest share a batch
+    assert [[1, 3, 4], [0, 2, 6]] == [sorted(b) for b in BucketBatchSampler(range(7), 3, True, DURATIONS)]
+
+
+def test_bucket_sampler_takes_a_distributed_shard_from_lightning():
+    # Lightning re-creates the batch sampler around a DistributedSampler under DDP, as here for two ranks.
+    dataset = list(range(7))
+    with _replace_dunder_methods(DataLoader, "dataset"), _replace_dunder_methods(BatchSampler):
+        loader = DataLoader(dataset, batch_sampler=BucketBatchSampler(
+            RandomSampler(dataset), 2, durations=DURATIONS, shuffle=True))
+    shards = [_update_dataloader(loader, DistributedSampler(dataset, num_replicas=2, rank=rank, seed=3),
+                                 mode=RunningStage.TRAINING) for rank in (0, 1)]
+    batches = [list(shard.batch_sampler) for shard in shards]
+    assert all(isinstance(shard.batch_sampler, BucketBatchSampler) for shard in shards)
+    assert len(batches[0]) == len(batches[1]) == 2  # equal batch counts, or DDP would hang
+    seen = [i for rank in batches for batch in rank for i in batch]
+    assert set(seen) == set(range(7)) and len(seen) == 8  # the distributed sampler pads 7 to 2 x 4
+    for rank in batches:
+        for batch in rank:  # still bucketed: each batch holds neighbours in the shard's duration order
+            assert all(DURATIONS[i] <= DURATIONS[j] for i, j in zip(batch, batch[1:]))
 
 
 def test_spec_augment_masks_training_features_only(corpus):

@@ -56,3 +56,25 @@ def test_untrained_uniform_categorical_head_scores_eight_bits_per_dim():
 def test_unknown_head_is_named():
     with pytest.raises(KeyError, match="unknown output head 'pixelcnn'; known output head names: categorical"):
         ImageGenerationTask(head="pixelcnn")
+
+
+@pytest.mark.slow
+def test_predicted_grids_reach_weights_and_biases_offline(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    for name in ("WANDB_API_KEY", "WANDB_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.netrc: the logger goes offline
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.chdir(tmp_path)
+    data = ["--data.init_args.source_dir", image_source(tmp_path, "mnist_cpu.yaml"),
+            "--data.init_args.data_dir", str(tmp_path / "d")]
+    cli = run(["predict", "--config", str(REPO / "configs" / "mnist_cpu.yaml"),
+               "--config", str(REPO / "configs" / "logger" / "wandb.yaml"), *TINY, *data, *quiet_trainer(tmp_path),
+               "--trainer.logger.init_args.save_dir", str(tmp_path / "logs"), "--trainer.limit_predict_batches", "1"])
+    cli.trainer.logger.experiment.finish()
+    (wandb_run,) = (tmp_path / "logs" / "wandb").glob("offline-run-*")
+    assert len(list(wandb_run.rglob("media/images/**/*.png"))) == 3  # originals, completions, samples
+    written = tmp_path / "logs" / "lintf" / cli.trainer.logger.version / "samples"  # the run's directory
+    assert sorted(p.name for p in written.glob("*.png")) == ["completions-0000.png", "originals-0000.png",
+                                                            "samples-0000.png"]  # one batch: the limit is an int

@@ -1,0 +1,31 @@
+"""The default TensorBoard logger, made safe for runs started side by side in one directory.
+
+Lightning picks ``version_N`` as one past the highest existing directory, so two runs started
+together both choose the same N and write their events, configs and checkpoints into one
+directory. This logger reserves its version by creating the directory atomically (``mkdir``
+fails if another run got there first, and the next number is tried).
+"""
+
+from __future__ import annotations
+
+import os
+
+from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities import rank_zero_only
+
+
+class ReservedVersionTensorBoardLogger(TensorBoardLogger):
+    """TensorBoardLogger whose automatic ``version_N`` directory is claimed atomically on rank 0."""
+
+    def _get_next_version(self) -> int:
+        version = super()._get_next_version()
+        if rank_zero_only.rank != 0:  # other ranks receive rank 0's run directory by broadcast
+            return version
+        parent = os.path.join(self.root_dir, self.name)
+        os.makedirs(parent, exist_ok=True)
+        while True:
+            try:
+                os.mkdir(os.path.join(parent, f"version_{version}"))
+                return version
+            except FileExistsError:
+                version += 1
