@@ -124,14 +124,18 @@ def main() -> None:
     parser.add_argument("--pixels", type=int, nargs="+", default=[784, 3072])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--memory-budget-mb", type=float, default=2048.0)
-    parser.add_argument("--max-batch", type=int, default=256)
+    parser.add_argument("--max-batch", type=int, nargs="+", default=[256],
+                        help="batch cap, one value for all --pixels or one per --pixels entry")
     parser.add_argument("--step-budget-seconds", type=float, default=120.0)
     args = parser.parse_args()
+    if len(args.max_batch) not in (1, len(args.pixels)):
+        parser.error(f"--max-batch takes 1 or {len(args.pixels)} values (one per --pixels), got {len(args.max_batch)}")
+    caps = dict(zip(args.pixels, args.max_batch * len(args.pixels) if len(args.max_batch) == 1 else args.max_batch))
     rows = []
     with torch.inference_mode():
         for length in args.pixels:
             for name in args.methods:
-                result = run_method(name, length, args.memory_budget_mb, args.max_batch, args.step_budget_seconds)
+                result = run_method(name, length, args.memory_budget_mb, caps[length], args.step_budget_seconds)
                 rows.append({"pixels": length, "method": name, **result})
                 print(f"{length:5d} px {name:18s} batch {result['batch']:4d} "
                       f"{result['images_per_second']:10.4f} img/s  {result['per_image_mb']:8.1f} MiB/img ({result['how']})",
@@ -148,7 +152,7 @@ def render(rows: list[dict], args: argparse.Namespace) -> str:
         "# Image generation throughput (paper Table 1)",
         "",
         f"Random-weight 8-layer, 8-head, d_model 256 model; memory budget {args.memory_budget_mb:.0f} MiB, batch cap "
-        f"{args.max_batch}; {torch.get_num_threads()} threads; `python {' '.join(['benchmarks/generation_throughput.py', *sys.argv[1:]])}`.",
+        f"{' / '.join(map(str, args.max_batch))} (per pixel count); {torch.get_num_threads()} threads; `python {' '.join(['benchmarks/generation_throughput.py', *sys.argv[1:]])}`.",
         "",
         "| pixels | method | batch | images/s | peak MiB per image | speed-up vs softmax-recompute | how timed |",
         "|---:|---|---:|---:|---:|---:|---|",

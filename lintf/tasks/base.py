@@ -96,6 +96,10 @@ class TransformerTask(LightningModule):
         self.max_length = max_length
         self.build_metrics()
 
+    def position_table(self) -> Tensor:
+        """(max_length, d_model) position codes added to the token embeddings."""
+        return self.position_embedding
+
     def build_metrics(self) -> None:
         """Create the task's torchmetrics modules (called at the end of ``__init__``)."""
 
@@ -103,7 +107,7 @@ class TransformerTask(LightningModule):
         """Causal next-token head parameters: tokens (B, N) int -> (B, N, P) (categorical: logits)."""
         if tokens.shape[1] > self.max_length:
             raise ValueError(f"sequence of {tokens.shape[1]} tokens exceeds max_length={self.max_length}")
-        x = self.token_embedding(tokens) + self.position_embedding[: tokens.shape[1]]  # (B, N, d_model)
+        x = self.token_embedding(tokens) + self.position_table()[: tokens.shape[1]]  # (B, N, d_model)
         return self.head(self.encoder(x, causal=True, key_padding_mask=key_padding_mask))
 
     def init_state(self, batch_size: int) -> list[State]:
@@ -112,7 +116,7 @@ class TransformerTask(LightningModule):
 
     def step(self, token: Tensor, position: int, state: list[State]) -> tuple[Tensor, list[State]]:
         """RNN form of ``forward``: token (B,) at ``position`` -> next-token head parameters (B, P)."""
-        x_t = self.token_embedding(token) + self.position_embedding[position]  # (B, d_model)
+        x_t = self.token_embedding(token) + self.position_table()[position]  # (B, d_model)
         out, state = self.encoder.step(x_t, state)
         return self.head(out), state
 

@@ -78,3 +78,23 @@ def test_predicted_grids_reach_weights_and_biases_offline(tmp_path, monkeypatch)
     written = tmp_path / "logs" / "lintf" / cli.trainer.logger.version / "samples"  # the run's directory
     assert sorted(p.name for p in written.glob("*.png")) == ["completions-0000.png", "originals-0000.png",
                                                             "samples-0000.png"]  # one batch: the limit is an int
+
+
+def test_raster_positions_share_columns_and_step_equals_forward():
+    torch.manual_seed(0)
+    task = ImageGenerationTask(vocab_size=256, max_length=11, d_model=16, n_layers=1, n_heads=2, d_ff=32,
+                               dropout=0.0, positions="raster", row_bytes=4).eval()
+    table = task.position_table()
+    assert table.shape == (11, 16) and task.row_embedding.shape == (3, 16)
+    torch.testing.assert_close(table[5] - table[1], table[6] - table[2])  # same row step, any column
+    tokens = torch.randint(0, 256, (2, 11))
+    parallel = task(tokens)
+    state = task.init_state(2)
+    for t in range(11):
+        params, state = task.step(tokens[:, t], t, state)
+        torch.testing.assert_close(params, parallel[:, t], rtol=1e-5, atol=1e-5)
+
+
+def test_raster_positions_need_a_row_length():
+    with pytest.raises(ValueError, match="positions='raster' needs row_bytes"):
+        ImageGenerationTask(positions="raster")
