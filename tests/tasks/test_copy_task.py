@@ -8,6 +8,7 @@ from lintf.data import CopyData
 from lintf.registry import ATTENTIONS
 from lintf.tasks import CopyTask
 from lintf.tasks.copy import copied_half
+from tests.tasks.recurrence import assert_steps_match_forward
 
 
 def tiny_task(attention: str = "linear", **kwargs) -> CopyTask:
@@ -37,12 +38,7 @@ def test_loss_ignores_the_prompt():
 def test_step_matches_forward(name):
     torch.manual_seed(0)
     task = tiny_task(name)
-    tokens = torch.randint(0, 12, (2, 10))
-    full = task(tokens)
-    state = task.init_state(2)
-    for t in range(10):
-        logits, state = task.step(tokens[:, t], t, state)
-        torch.testing.assert_close(logits, full[:, t], rtol=1e-4, atol=1e-4)
+    assert_steps_match_forward(task, torch.randint(0, 12, (2, 10)), tolerance=1e-4)
 
 
 def test_greedy_copy_uses_its_own_outputs():

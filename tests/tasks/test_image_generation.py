@@ -10,6 +10,7 @@ import torch
 
 from lintf.tasks import ImageGenerationTask
 from tests.cli.helpers import REPO, quiet_trainer, run
+from tests.tasks.recurrence import assert_steps_match_forward
 from tests.data.test_images import make_mnist_dir, write_cifar_dir
 
 TINY = ["--model.init_args.d_model", "16", "--model.init_args.n_layers", "1", "--model.init_args.n_heads", "2",
@@ -87,12 +88,7 @@ def test_raster_positions_share_columns_and_step_equals_forward():
     table = task.position_table()
     assert table.shape == (11, 16) and task.row_embedding.shape == (3, 16)
     torch.testing.assert_close(table[5] - table[1], table[6] - table[2])  # same row step, any column
-    tokens = torch.randint(0, 256, (2, 11))
-    parallel = task(tokens)
-    state = task.init_state(2)
-    for t in range(11):
-        params, state = task.step(tokens[:, t], t, state)
-        torch.testing.assert_close(params, parallel[:, t], rtol=1e-5, atol=1e-5)
+    assert_steps_match_forward(task, torch.randint(0, 256, (2, 11)), tolerance=1e-5)
 
 
 def test_raster_positions_need_a_row_length():
