@@ -9,7 +9,9 @@ byte head) generates whole images byte by byte, for:
   softmax-kv-cache  step with a KV cache
   reformer-1/-4     step with a cache of keys, values and buckets (1 and 4 hashing rounds)
 Each method gets the largest batch whose peak memory fits the budget (per-image memory is
-measured on one image generated to the end, then scaled; capped by --max-batch). Throughput
+measured on one image generated to the end, then scaled; capped by --max-batch). Memory is
+profiled in a child process that returns freed memory to the kernel at once (see measure.py);
+throughput is timed here, under the default allocator a user runs with. Throughput
 is images per second at that batch. softmax-recompute costs O(N^2) per image; when a full run
 exceeds --step-budget-seconds it is timed at evenly spaced positions and the per-step times
 are integrated over all positions (the table says so). Also plots peak memory against the
@@ -19,6 +21,9 @@ position reached (flat for linear). Writes benchmarks/results/generation_through
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,7 +37,7 @@ from lintf.models import TransformerEncoder
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from measure import peak_extra_mb, release_freed_memory_eagerly, resident_mb  # noqa: E402
+from measure import peak_extra_mb  # noqa: E402
 
 METHODS = {
     "linear": ("linear", {}, "step"),
@@ -87,10 +92,21 @@ def generate(model: ByteModel, mode: str, batch: int, length: int, positions: li
 def memory_profile(model: ByteModel, mode: str, length: int) -> list[tuple[int, float]]:
     """Peak extra MiB for one image generated up to each of 8 positions (a fresh run each)."""
     checkpoints = sorted({max(1, round(length * f / 8)) for f in range(1, 9)})
+    generate(model, mode, 1, 2)  # warm-up: first-call allocations are not the method's memory
     if mode == "recompute":
         return [(n, peak_extra_mb(lambda n=n: model.sample_recompute(torch.zeros(1, n, dtype=torch.long))))
                 for n in checkpoints]
     return [(n, peak_extra_mb(lambda n=n: generate(model, mode, 1, n))) for n in checkpoints]
+
+
+def memory_profile_in_child(name: str, length: int) -> list[tuple[int, float]]:
+    """Run memory_profile in a child process whose freed memory goes back to the kernel at once."""
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    command = [sys.executable, __file__, "--memory-profile-of", name, str(length)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"memory profile of {name} at {length} px failed:\n{done.stderr}")
+    return [tuple(point) for point in json.loads(done.stdout.strip().splitlines()[-1])]
 
 
 def throughput(model: ByteModel, mode: str, batch: int, length: int, step_budget: float) -> tuple[float, str]:
@@ -110,7 +126,7 @@ def run_method(name: str, length: int, budget_mb: float, max_batch: int, step_bu
     attention, kwargs, mode = METHODS[name]
     torch.manual_seed(0)
     model = ByteModel(attention, kwargs, length).eval()
-    profile = memory_profile(model, mode, length)
+    profile = memory_profile_in_child(name, length)
     per_image = profile[-1][1]
     batch = max(1, min(max_batch, int(budget_mb // max(per_image, 1e-3))))
     images_per_second, how = throughput(model, mode, batch, length, step_budget)
@@ -119,7 +135,6 @@ def run_method(name: str, length: int, budget_mb: float, max_batch: int, step_bu
 
 
 def main() -> None:
-    release_freed_memory_eagerly()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pixels", type=int, nargs="+", default=[784, 3072])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
@@ -127,7 +142,14 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, nargs="+", default=[256],
                         help="batch cap, one value for all --pixels or one per --pixels entry")
     parser.add_argument("--step-budget-seconds", type=float, default=120.0)
+    parser.add_argument("--memory-profile-of", nargs=2, metavar=("METHOD", "PIXELS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.memory_profile_of:  # the child process of memory_profile_in_child
+        name, length = args.memory_profile_of[0], int(args.memory_profile_of[1])
+        attention, kwargs, mode = METHODS[name]
+        with torch.inference_mode():
+            print(json.dumps(memory_profile(ByteModel(attention, kwargs, length).eval(), mode, length)))
+        return
     if len(args.max_batch) not in (1, len(args.pixels)):
         parser.error(f"--max-batch takes 1 or {len(args.pixels)} values (one per --pixels), got {len(args.max_batch)}")
     caps = dict(zip(args.pixels, args.max_batch * len(args.pixels) if len(args.max_batch) == 1 else args.max_batch))

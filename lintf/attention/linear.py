@@ -82,9 +82,9 @@ class LinearAttention(Attention):
         kv, normaliser = state["kv"], state["normaliser"]
         phi_q = self.feature_map.forward_queries(q_t).to(kv.dtype)  # (B, H, C)
         phi_k = self.feature_map.forward_keys(k_t).to(kv.dtype)  # (B, H, C)
-        kv = kv + phi_k.unsqueeze(-1) * v_t.to(kv.dtype).unsqueeze(-2)  # (B, H, C, M)
+        kv = torch.addcmul(kv, phi_k.unsqueeze(-1), v_t.to(kv.dtype).unsqueeze(-2))  # (B, H, C, M), one pass
         normaliser = normaliser + phi_k
-        numerator = (phi_q.unsqueeze(-2) @ kv).squeeze(-2)  # (B, H, M)
+        numerator = torch.einsum("bhc,bhcm->bhm", phi_q, kv)  # (B, H, M)
         denominator = (phi_q * normaliser).sum(-1, keepdim=True)  # (B, H, 1)
         out = numerator / (denominator + self.eps)
         return out.to(v_t.dtype), {"kv": kv, "normaliser": normaliser}
