@@ -81,6 +81,8 @@ class SpeechData(SplitDataModule):
         max_duration: training utterances longer than this many seconds are skipped.
         batch_size: utterances per batch.
         n_mels: log-mel bins.
+        hop_ms: frame shift of the log-mel features in milliseconds (25 ms windows). The model
+            subsamples frames 4x, so 10 ms gives 40 ms per CTC output and 5 ms gives 20 ms.
         spec_augment: mask random frequency bands and time spans of training features.
         freq_masks: SpecAugment frequency masks per utterance.
         freq_width: widest frequency mask in mel bins.
@@ -102,6 +104,7 @@ class SpeechData(SplitDataModule):
         max_duration: float = 20.0,
         batch_size: int = 16,
         n_mels: int = 80,
+        hop_ms: float = 10.0,
         spec_augment: bool = True,
         freq_masks: int = 2,
         freq_width: int = 15,
@@ -114,15 +117,15 @@ class SpeechData(SplitDataModule):
         super().__init__()
         if train_manifest is None and vocabulary is None:
             raise ValueError("SpeechData: give train_manifest or vocabulary (the characters the model outputs)")
-        if max_duration <= 0 or batch_size < 1 or n_mels < 8:
-            raise ValueError(f"SpeechData: need max_duration > 0, batch_size >= 1, n_mels >= 8; got "
-                             f"{max_duration}, {batch_size}, {n_mels}")
+        if max_duration <= 0 or batch_size < 1 or n_mels < 8 or not 1.0 <= hop_ms <= 25.0:
+            raise ValueError(f"SpeechData: need max_duration > 0, batch_size >= 1, n_mels >= 8, 1 <= hop_ms <= 25 "
+                             f"(the window is 25 ms); got {max_duration}, {batch_size}, {n_mels}, {hop_ms}")
         if limit is not None and limit < 1:
             raise ValueError(f"SpeechData: limit must be >= 1 or None, got {limit}")
         self.save_hyperparameters()
         self.manifests = {"train": train_manifest, "val": val_manifest, "test": test_manifest,
                           "predict": predict_manifest or test_manifest}
-        self.features = LogMel(SAMPLE_RATE, n_mels)
+        self.features = LogMel(SAMPLE_RATE, n_mels, hop_ms=hop_ms)
         self.augment = (freq_masks, freq_width, time_masks, time_width) if spec_augment else None
         self._vocabulary = CharVocabulary(vocabulary) if vocabulary is not None else None
         self.entries: dict[str, list[ManifestEntry]] = {}
@@ -142,7 +145,7 @@ class SpeechData(SplitDataModule):
 
     @property
     def max_length(self) -> int:
-        """Encoder positions (4x subsampled 10 ms frames) of a ``max_duration`` utterance; linked to the model."""
+        """Encoder positions (4x subsampled ``hop_ms`` frames) of a ``max_duration`` utterance; linked to the model."""
         frames = self.features.frames(int(self.hparams.max_duration * SAMPLE_RATE))
         return int(subsampled_lengths(torch.tensor(frames)))
 

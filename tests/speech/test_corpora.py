@@ -2,6 +2,7 @@
 
 import json
 import os
+import random
 import shutil
 import wave
 
@@ -13,8 +14,10 @@ from lintf.speech.librivox import LIBRIVOX_DIR, build_librivox_manifest
 from lintf.speech.manifest import read_manifest
 from lintf.speech.sentences import split_sentences
 from lintf.speech.synth import build_synth_corpus
+from lintf.speech.voices import ESPEAK_ACCENTS, ESPEAK_VARIANTS, concrete_voice, parse_voice
 
 needs_flite = pytest.mark.skipif(shutil.which("flite") is None, reason="apt-get install flite")
+needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="apt-get install espeak-ng")
 
 
 def test_split_sentences_is_disjoint_and_checks_size():
@@ -40,11 +43,36 @@ def test_synth_corpus_holds_out_voice_and_sentences(tmp_path):
             assert abs(file.getnframes() / 16_000 - entry.duration) < 1e-3
 
 
+@needs_flite
+@needs_espeak
+def test_synth_corpus_mixes_espeak_voices_and_holds_out_a_variant(tmp_path):
+    manifests = build_synth_corpus(tmp_path, train_size=6, val_size=1, test_size=2, max_words=4,
+                                   train_voices=("slt", "espeak:*"), test_voice="espeak:en-gb+m3")
+    voices = {split: [json.loads(line)["voice"] for line in path.read_text().splitlines()] for split, path in manifests.items()}
+    assert voices["test"] == ["espeak:en-gb+m3"] * 2
+    assert voices["train"][0::2] == ["slt"] * 3
+    assert all(v.startswith("espeak:") and not v.endswith("+m3") for v in voices["train"][1::2])
+    for entry in read_manifest(manifests["train"]):  # espeak-ng writes 22.05 kHz: resampled
+        with wave.open(str(entry.audio_filepath)) as file:
+            assert file.getframerate() == 16_000 and file.getnframes() > 8_000
+
+
+def test_random_espeak_voices_cover_the_pool_except_the_held_out_variant():
+    drawn = {concrete_voice(parse_voice("espeak:*"), random.Random(i), "f2").name for i in range(3000)}
+    accents = {name.split("+")[0] for name in drawn}
+    variants = {name.split("+")[1] for name in drawn}
+    assert accents == set(ESPEAK_ACCENTS) and variants == set(ESPEAK_VARIANTS) - {"f2"}
+
+
 def test_synth_rejects_bad_voices(tmp_path):
-    with pytest.raises(ValueError, match="unknown flite voice 'bob'"):
+    with pytest.raises(ValueError, match="unknown voice 'bob'"):
         build_synth_corpus(tmp_path, test_voice="bob")
+    with pytest.raises(ValueError, match="unknown espeak voice 'en-xx\\+m1'.*en-gb-scotland"):
+        build_synth_corpus(tmp_path, train_voices=("espeak:en-xx+m1",))
     with pytest.raises(ValueError, match="must be held out"):
-        build_synth_corpus(tmp_path, train_voices=("slt",), test_voice="slt")
+        build_synth_corpus(tmp_path, train_voices=("slt",), test_voice="flite:slt")
+    with pytest.raises(ValueError, match="one voice, not 'espeak:\\*'"):
+        build_synth_corpus(tmp_path, test_voice="espeak:*")
 
 
 def test_missing_flite_names_the_package(tmp_path, monkeypatch, capsys):

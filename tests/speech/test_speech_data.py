@@ -42,6 +42,18 @@ def test_max_length_matches_subsampling(corpus):
     assert data.max_length == int(subsampled_lengths(torch.tensor(LogMel().frames(32_000))))
 
 
+def test_hop_sets_the_frame_rate(corpus):
+    coarse, fine = make(corpus, spec_augment=False), make(corpus, spec_augment=False, hop_ms=5.0)
+    coarse_frames = next(iter(coarse.val_dataloader()))["feature_lengths"]
+    fine_frames = next(iter(fine.val_dataloader()))["feature_lengths"]
+    samples = torch.tensor([int((0.3 + 0.1 * len(t)) * 16_000) for t in next(iter(coarse.val_dataloader()))["text"]])
+    assert torch.equal(coarse_frames, samples // 160 + 1)  # one frame per 10 ms, centred frames
+    assert torch.equal(fine_frames, samples // 80 + 1)
+    assert fine.max_length == int(subsampled_lengths(torch.tensor(LogMel(hop_ms=5.0).frames(20 * 16_000))))
+    with pytest.raises(ValueError, match="1 <= hop_ms <= 25"):
+        make(corpus, hop_ms=30.0)
+
+
 DURATIONS = [5, 1, 4, 2, 3, 9, 7]
 
 
