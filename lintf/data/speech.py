@@ -37,14 +37,15 @@ class Utterances(Dataset):
         features: the log-mel extractor (16 kHz input).
         augment: SpecAugment arguments (freq_masks, freq_width, time_masks, time_width), or None.
         keep_accents: keep non-ASCII letters in transcripts (see ``normalize_text``).
+        vtlp: each utterance's filterbank is warped by a factor drawn from [1 - vtlp, 1 + vtlp]; 0 never.
     """
 
     def __init__(
         self, entries: list[ManifestEntry], vocabulary: CharVocabulary, features: LogMel,
-        augment: tuple[int, int, int, int] | None = None, keep_accents: bool = False,
+        augment: tuple[int, int, int, int] | None = None, keep_accents: bool = False, vtlp: float = 0.0,
     ) -> None:
         self.entries, self.vocabulary, self.features, self.augment = entries, vocabulary, features, augment
-        self.keep_accents = keep_accents
+        self.keep_accents, self.vtlp = keep_accents, vtlp
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -56,7 +57,8 @@ class Utterances(Dataset):
         except AudioError as error:
             raise AudioError(f"{entry.where}: {error}") from None
         with torch.no_grad():
-            features = normalize_utterance(self.features(resample(waveform, rate, SAMPLE_RATE)))
+            warp = 1.0 + self.vtlp * (2 * float(torch.rand(())) - 1) if self.vtlp else 1.0
+            features = normalize_utterance(self.features(resample(waveform, rate, SAMPLE_RATE), warp))
         if self.augment is not None:
             features = spec_augment(features, *self.augment)
         text = normalize_text(entry.text, self.keep_accents)
@@ -83,6 +85,8 @@ class SpeechData(SplitDataModule):
         n_mels: log-mel bins.
         hop_ms: frame shift of the log-mel features in milliseconds (25 ms windows). The model
             subsamples frames 4x, so 10 ms gives 40 ms per CTC output and 5 ms gives 20 ms.
+        vtlp: vocal tract length perturbation of training features: the filterbank of each
+            utterance is warped by a random factor in [1 - vtlp, 1 + vtlp]; 0 disables it.
         spec_augment: mask random frequency bands and time spans of training features.
         freq_masks: SpecAugment frequency masks per utterance.
         freq_width: widest frequency mask in mel bins.
@@ -105,6 +109,7 @@ class SpeechData(SplitDataModule):
         batch_size: int = 16,
         n_mels: int = 80,
         hop_ms: float = 10.0,
+        vtlp: float = 0.0,
         spec_augment: bool = True,
         freq_masks: int = 2,
         freq_width: int = 15,
@@ -122,6 +127,8 @@ class SpeechData(SplitDataModule):
                              f"(the window is 25 ms); got {max_duration}, {batch_size}, {n_mels}, {hop_ms}")
         if limit is not None and limit < 1:
             raise ValueError(f"SpeechData: limit must be >= 1 or None, got {limit}")
+        if not 0.0 <= vtlp <= 0.3:
+            raise ValueError(f"SpeechData: vtlp must be in [0, 0.3] (0.1 is usual), got {vtlp}")
         self.save_hyperparameters()
         self.manifests = {"train": train_manifest, "val": val_manifest, "test": test_manifest,
                           "predict": predict_manifest or test_manifest}
@@ -185,7 +192,9 @@ class SpeechData(SplitDataModule):
     def dataset(self, split: str) -> Utterances:
         """The utterances of ``split`` ("train", "val", "test" or "predict")."""
         augment = self.augment if split == "train" else None
-        return Utterances(self.split_entries(split), self.vocabulary, self.features, augment, self.hparams.keep_accents)
+        vtlp = self.hparams.vtlp if split == "train" else 0.0
+        return Utterances(self.split_entries(split), self.vocabulary, self.features, augment,
+                          self.hparams.keep_accents, vtlp)
 
     def loader(self, split: str) -> DataLoader:
         dataset = self.dataset(split)

@@ -7,6 +7,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from lintf.speech.vtlp import warp_frequencies
+
 
 def hz_to_mel(hz: Tensor) -> Tensor:
     """HTK mel scale: 2595 * log10(1 + f / 700)."""
@@ -18,15 +20,18 @@ def mel_to_hz(mel: Tensor) -> Tensor:
     return 700.0 * (10.0 ** (mel / 2595.0) - 1.0)
 
 
-def mel_filterbank(n_freqs: int, n_mels: int, sample_rate: int, f_min: float, f_max: float) -> Tensor:
+def mel_filterbank(n_freqs: int, n_mels: int, sample_rate: int, f_min: float, f_max: float, warp: float = 1.0) -> Tensor:
     """Triangular filters (n_freqs, n_mels) on the HTK mel scale, peak 1, no area normalisation.
 
     Filter m rises linearly from mel point m to m+1 and falls to m+2, where the n_mels + 2 points
     are equally spaced in mel between f_min and f_max; n_freqs STFT bins span 0 .. sample_rate/2.
+    ``warp`` != 1 moves each bin to its VTLP-warped frequency first (``lintf.speech.vtlp``).
     """
     if not 0 <= f_min < f_max <= sample_rate / 2:
         raise ValueError(f"need 0 <= f_min ({f_min}) < f_max ({f_max}) <= sample_rate / 2 ({sample_rate / 2})")
     bins = torch.linspace(0, sample_rate / 2, n_freqs, dtype=torch.float64)  # (F,)
+    if warp != 1.0:
+        bins = warp_frequencies(bins, warp, sample_rate / 2)
     points = mel_to_hz(torch.linspace(float(hz_to_mel(torch.tensor(f_min))), float(hz_to_mel(torch.tensor(f_max))),
                                       n_mels + 2, dtype=torch.float64))  # (M+2,)
     lower, centre, upper = points[:-2], points[1:-1], points[2:]  # (M,) each
@@ -66,9 +71,10 @@ class LogMel(nn.Module):
         self.hop_length = round(sample_rate * hop_ms / 1000)
         self.n_fft = 2 ** math.ceil(math.log2(self.win_length))
         self.floor = floor
+        self.filterbank_arguments = (self.n_fft // 2 + 1, n_mels, sample_rate, f_min, f_max or sample_rate / 2)
         self.register_buffer("window", torch.hann_window(self.win_length), persistent=False)
         self.register_buffer(
-            "filters", mel_filterbank(self.n_fft // 2 + 1, n_mels, sample_rate, f_min, f_max or sample_rate / 2),
+            "filters", mel_filterbank(*self.filterbank_arguments),
             persistent=False,
         )
 
@@ -76,13 +82,15 @@ class LogMel(nn.Module):
         """Number of feature frames for a waveform of ``n_samples``."""
         return n_samples // self.hop_length + 1
 
-    def forward(self, waveform: Tensor) -> Tensor:
+    def forward(self, waveform: Tensor, warp: float = 1.0) -> Tensor:
+        """Log-mel features; ``warp`` != 1 uses a VTLP-warped filterbank (training augmentation)."""
+        filters = self.filters if warp == 1.0 else mel_filterbank(*self.filterbank_arguments, warp=warp).to(self.filters)
         spectrum = torch.stft(
             waveform, self.n_fft, self.hop_length, self.win_length, self.window,
             center=True, pad_mode="reflect", return_complex=True,
         )  # (..., F, frames)
         power = spectrum.real**2 + spectrum.imag**2
-        mel = power.transpose(-1, -2) @ self.filters  # (..., frames, n_mels)
+        mel = power.transpose(-1, -2) @ filters  # (..., frames, n_mels)
         return torch.log(mel + self.floor)
 
 

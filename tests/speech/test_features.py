@@ -1,9 +1,11 @@
 """Log-mel features against an independent numpy implementation (explicit framing + rfft, loop filters)."""
 
 import numpy as np
+import pytest
 import torch
 
 from lintf.speech.features import LogMel, mel_filterbank, normalize_utterance
+from lintf.speech.vtlp import warp_frequencies
 
 
 def numpy_filterbank(n_fft: int, n_mels: int, rate: int, f_min: float, f_max: float) -> np.ndarray:
@@ -67,3 +69,27 @@ def test_normalize_utterance():
     y = normalize_utterance(x)
     torch.testing.assert_close(y.mean(0), torch.zeros(80), atol=1e-5, rtol=0)
     torch.testing.assert_close(y.std(0, unbiased=False), torch.ones(80), atol=1e-3, rtol=0)
+
+
+def test_vtlp_warp_is_piecewise_linear_and_keeps_the_band():
+    hz = torch.linspace(0, 8000, 801, dtype=torch.float64)
+    assert torch.equal(warp_frequencies(hz, 1.0, 8000.0), hz)
+    for alpha in (0.9, 1.1):
+        warped = warp_frequencies(hz, alpha, 8000.0)
+        cut = 4800 * min(alpha, 1) / alpha
+        assert torch.allclose(warped[hz <= cut], alpha * hz[hz <= cut])
+        assert float(warped[0]) == 0.0 and abs(float(warped[-1]) - 8000.0) < 1e-9
+        assert bool((warped.diff() > 0).all())  # monotone: no two frequencies swap
+    with pytest.raises(ValueError, match="must be > 0"):
+        warp_frequencies(hz, 0.0, 8000.0)
+
+
+def test_vtlp_moves_a_tone_to_the_band_of_the_scaled_frequency():
+    rate, f0, alpha = 16_000, 1000.0, 1.1
+    t = torch.arange(rate) / rate
+    tone = torch.sin(2 * torch.pi * f0 * t)
+    features = LogMel()
+    peak = lambda x: int(x.mean(0).argmax())  # noqa: E731
+    shifted = peak(features(torch.sin(2 * torch.pi * alpha * f0 * t)))
+    assert peak(features(tone, warp=alpha)) == shifted != peak(features(tone))
+    assert torch.equal(features(tone, warp=1.0), features(tone))

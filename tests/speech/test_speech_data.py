@@ -122,3 +122,12 @@ def test_argument_errors(corpus):
         SpeechData(str(corpus["train"].parent / "missing.jsonl")).vocab_size
     with pytest.raises(ValueError, match="no predict_manifest"):
         SpeechData(vocabulary="ab").predict_dataloader()
+
+
+def test_vtlp_warps_training_features_only(corpus):
+    plain, warped = make(corpus, spec_augment=False), make(corpus, spec_augment=False, vtlp=0.2)
+    for split, differs in (("train", True), ("val", False)):
+        a, b = plain.dataset(split)[0]["features"], warped.dataset(split)[0]["features"]
+        assert a.shape == b.shape and (not torch.equal(a, b)) == differs
+    with pytest.raises(ValueError, match=r"vtlp must be in \[0, 0.3\]"):
+        make(corpus, vtlp=0.5)
