@@ -15,7 +15,7 @@ throughput is timed here, under the default allocator a user runs with. Throughp
 is images per second at that batch. softmax-recompute costs O(N^2) per image; when a full run
 exceeds --step-budget-seconds it is timed at evenly spaced positions and the per-step times
 are integrated over all positions (the table says so). Also plots peak memory against the
-position reached (flat for linear). Writes benchmarks/results/generation_throughput.{md,png}.
+position reached (flat for linear). Writes generation_throughput.{md,json,png} to --out (benchmarks/results).
 """
 
 from __future__ import annotations
@@ -142,6 +142,7 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, nargs="+", default=[256],
                         help="batch cap, one value for all --pixels or one per --pixels entry")
     parser.add_argument("--step-budget-seconds", type=float, default=120.0)
+    parser.add_argument("--out", type=Path, default=HERE / "results", help="directory of the .md, .json and .png")
     parser.add_argument("--memory-profile-of", nargs=2, metavar=("METHOD", "PIXELS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_profile_of:  # the child process of memory_profile_in_child
@@ -164,10 +165,10 @@ def main() -> None:
                       flush=True)
     report = render(rows, args)
     print(report)
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "generation_throughput.md").write_text(report + "\n")
-    (HERE / "results" / "generation_throughput.json").write_text(json.dumps(rows, indent=1) + "\n")
-    plot(rows, HERE / "results" / "generation_throughput.png")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "generation_throughput.md").write_text(report + "\n")
+    (args.out / "generation_throughput.json").write_text(json.dumps(rows, indent=1) + "\n")
+    plot(rows, args.out / "generation_throughput.png")
 
 
 def render(rows: list[dict], args: argparse.Namespace) -> str:
