@@ -20,7 +20,9 @@ def mel_to_hz(mel: Tensor) -> Tensor:
     return 700.0 * (10.0 ** (mel / 2595.0) - 1.0)
 
 
-def mel_filterbank(n_freqs: int, n_mels: int, sample_rate: int, f_min: float, f_max: float, warp: float = 1.0) -> Tensor:
+def mel_filterbank(
+    n_freqs: int, n_mels: int, sample_rate: int, f_min: float, f_max: float, warp: float = 1.0
+) -> Tensor:
     """Triangular filters (n_freqs, n_mels) on the HTK mel scale, peak 1, no area normalisation.
 
     Filter m rises linearly from mel point m to m+1 and falls to m+2, where the n_mels + 2 points
@@ -84,7 +86,10 @@ class LogMel(nn.Module):
 
     def forward(self, waveform: Tensor, warp: float = 1.0) -> Tensor:
         """Log-mel features; ``warp`` != 1 uses a VTLP-warped filterbank (training augmentation)."""
-        filters = self.filters if warp == 1.0 else mel_filterbank(*self.filterbank_arguments, warp=warp).to(self.filters)
+        if warp == 1.0:
+            filters = self.filters
+        else:
+            filters = mel_filterbank(*self.filterbank_arguments, warp=warp).to(self.filters)
         spectrum = torch.stft(
             waveform, self.n_fft, self.hop_length, self.win_length, self.window,
             center=True, pad_mode="reflect", return_complex=True,

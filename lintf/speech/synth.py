@@ -54,8 +54,8 @@ def plan(sentences: list[str], voices: list[Voice], split: str, out: Path, rng: 
          exclude_variant: str = "") -> list[Utterance]:
     """One utterance per sentence, voices in turn, rate and pitch drawn from ``rng``."""
     return [
-        Utterance(text, concrete_voice(voices[i % len(voices)], rng, exclude_variant), rng.uniform(0.85, 1.3), rng.random(),
-                  out / split / f"{split}-{i:06d}.wav")
+        Utterance(text, concrete_voice(voices[i % len(voices)], rng, exclude_variant),
+                  rng.uniform(0.85, 1.3), rng.random(), out / split / f"{split}-{i:06d}.wav")
         for i, text in enumerate(sentences)
     ]
 
