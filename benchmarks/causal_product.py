@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -33,7 +32,7 @@ from lintf.ops import causal_linear_attention, compiled_op_available
 from lintf.ops.fallback import causal_linear_attention_pytorch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import peak_extra_mb  # noqa: E402
+from measure import peak_extra_mb, run_isolated  # noqa: E402
 
 HEADS, DIM = 8, 64
 SDPA_MAX_N = 16384  # its O(N^2) fwd+bwd takes ~a minute per call beyond this on one core
@@ -126,10 +125,10 @@ def measure_memory(impls: dict[str, Fn], lengths: list[int]) -> dict[str, float]
 def memory_in_child(lengths: list[int]) -> dict[str, float]:
     """measure_memory in a fresh process whose glibc hands big blocks straight back to the OS, so
     resident memory follows live tensors (timings stay in this process, with default malloc)."""
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-    cmd = [sys.executable, __file__, "--memory-only", "--lengths", *map(str, lengths)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_isolated(__file__, "--memory-only", "--lengths", *map(str, lengths), timeout=None)
+    if "error" in result:
+        raise RuntimeError(f"memory measurement of the causal product failed: {result['error']}")
+    return result
 
 
 def measure(impls: dict[str, Fn], lengths: list[int], threads: list[int], memory: dict[str, float]) -> list[dict]:

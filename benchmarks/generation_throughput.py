@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,7 +35,7 @@ from lintf.models import TransformerEncoder
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from measure import peak_extra_mb  # noqa: E402
+from measure import peak_extra_mb, run_isolated  # noqa: E402
 
 METHODS = {
     "linear": ("linear", {}, "step"),
@@ -101,12 +99,10 @@ def memory_profile(model: ByteModel, mode: str, length: int) -> list[tuple[int, 
 
 def memory_profile_in_child(name: str, length: int) -> list[tuple[int, float]]:
     """Run memory_profile in a child process whose freed memory goes back to the kernel at once."""
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-    command = [sys.executable, __file__, "--memory-profile-of", name, str(length)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"memory profile of {name} at {length} px failed:\n{done.stderr}")
-    return [tuple(point) for point in json.loads(done.stdout.strip().splitlines()[-1])]
+    result = run_isolated(__file__, "--memory-profile-of", name, str(length), timeout=None)
+    if "error" in result:
+        raise RuntimeError(f"memory profile of {name} at {length} px failed: {result['error']}")
+    return [tuple(point) for point in result["profile"]]
 
 
 def throughput(model: ByteModel, mode: str, batch: int, length: int, step_budget: float) -> tuple[float, str]:
@@ -149,7 +145,7 @@ def main() -> None:
         name, length = args.memory_profile_of[0], int(args.memory_profile_of[1])
         attention, kwargs, mode = METHODS[name]
         with torch.inference_mode():
-            print(json.dumps(memory_profile(ByteModel(attention, kwargs, length).eval(), mode, length)))
+            print(json.dumps({"profile": memory_profile(ByteModel(attention, kwargs, length).eval(), mode, length)}))
         return
     if len(args.max_batch) not in (1, len(args.pixels)):
         parser.error(f"--max-batch takes 1 or {len(args.pixels)} values (one per --pixels), got {len(args.max_batch)}")

@@ -61,8 +61,12 @@ def median_seconds(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> floa
     return statistics.median(times)
 
 
-def run_isolated(script: str, *args: str, timeout: float = 1800) -> dict[str, Any]:
-    """Run ``python script args`` in a fresh process; it must print one JSON object as its last line."""
+def run_isolated(script: str, *args: str, timeout: float | None = 1800) -> dict[str, Any]:
+    """Run ``python script args`` in a fresh process; it must print one JSON object as its last line.
+
+    The process returns freed memory to the kernel at once (see the module docstring). On failure
+    the result is ``{"error": <last line of stderr>}``; ``timeout=None`` waits without limit.
+    """
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
     done = subprocess.run(
         [sys.executable, script, *args], capture_output=True, text=True, timeout=timeout, check=False, env=env

@@ -25,3 +25,12 @@ def test_generation_throughput_writes_table(tmp_path):
     table = (tmp_path / "generation_throughput.md").read_text()
     assert "| 12 | linear | 2 |" in table and "| 12 | softmax-recompute | 2 |" in table and "| 1x |" in table
     assert (tmp_path / "generation_throughput.png").is_file()
+
+
+def test_generation_throughput_rejects_mismatched_batch_caps(tmp_path):
+    command = [sys.executable, str(REPO / "benchmarks" / "generation_throughput.py"), "--pixels", "12", "16",
+               "--max-batch", "1", "2", "3", "--out", str(tmp_path)]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "--max-batch takes 1 or 2 values (one per --pixels), got 3" in done.stderr
+    assert not (tmp_path / "generation_throughput.md").exists()
