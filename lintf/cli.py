@@ -113,6 +113,20 @@ class LintfCLI(LightningCLI):
             except CheckpointError as error:
                 raise ConfigError(str(error)) from None
 
+    def _parse_ckpt_path(self) -> None:
+        """Lightning replaces the model's config by the hyperparameters saved in ``--ckpt_path`` (the
+        weights need the same architecture). Options that only steer evaluation, a task's
+        ``inference_options`` (e.g. the ASR decoder and its language model), keep the values given here."""
+        subcommand = self.config.get("subcommand")
+        model = self.config[subcommand].get("model") if subcommand else None
+        kept = {}
+        if model is not None and model.get("init_args") is not None:
+            options = getattr(import_class(model.class_path), "inference_options", ())
+            kept = {name: model.init_args[name] for name in options if name in model.init_args}
+        super()._parse_ckpt_path()
+        for name, value in kept.items():
+            self.config[subcommand].model.init_args[name] = value
+
     def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Any]) -> Any:
         config = {**config, **getattr(self, "batch_limits", {})}
         # The built-in checkpoint callback yields to ``--trainer.enable_checkpointing false``.
@@ -130,6 +144,15 @@ class LintfCLI(LightningCLI):
             super().instantiate_classes()
         except USER_ERRORS as error:
             raise ConfigError(summarize(str(error))) from error
+
+
+def import_class(class_path: str) -> type | None:
+    """The class named by a config's ``class_path``; None if it cannot be imported."""
+    module, _, name = class_path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return None
 
 
 def integer_batch_limits(args: Any) -> dict[str, int]:

@@ -21,11 +21,17 @@ from lintf.speech.features import LogMel, normalize_utterance
 from lintf.speech.manifest import ManifestEntry, read_manifest
 from lintf.speech.resample import resample
 from lintf.speech.specaugment import spec_augment
+from lintf.speech.speed import change_speed
 from lintf.speech.subsampling import subsampled_lengths
 from lintf.speech.text import CharVocabulary, normalize_text
 
 SAMPLE_RATE = 16_000
 SPLITS = ("train", "val", "test", "predict")
+
+
+def random_factor(spread: float) -> float:
+    """A factor drawn uniformly from [1 - spread, 1 + spread] (torch's global generator)."""
+    return 1.0 + spread * (2 * float(torch.rand(())) - 1)
 
 
 class Utterances(Dataset):
@@ -38,14 +44,17 @@ class Utterances(Dataset):
         augment: SpecAugment arguments (freq_masks, freq_width, time_masks, time_width), or None.
         keep_accents: keep non-ASCII letters in transcripts (see ``normalize_text``).
         vtlp: each utterance's filterbank is warped by a factor drawn from [1 - vtlp, 1 + vtlp]; 0 never.
+        speed_perturb: each utterance is played faster or slower by a factor drawn from
+            [1 - speed_perturb, 1 + speed_perturb]; 0 never.
     """
 
     def __init__(
         self, entries: list[ManifestEntry], vocabulary: CharVocabulary, features: LogMel,
         augment: tuple[int, int, int, int] | None = None, keep_accents: bool = False, vtlp: float = 0.0,
+        speed_perturb: float = 0.0,
     ) -> None:
         self.entries, self.vocabulary, self.features, self.augment = entries, vocabulary, features, augment
-        self.keep_accents, self.vtlp = keep_accents, vtlp
+        self.keep_accents, self.vtlp, self.speed_perturb = keep_accents, vtlp, speed_perturb
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -57,8 +66,11 @@ class Utterances(Dataset):
         except AudioError as error:
             raise AudioError(f"{entry.where}: {error}") from None
         with torch.no_grad():
-            warp = 1.0 + self.vtlp * (2 * float(torch.rand(())) - 1) if self.vtlp else 1.0
-            features = normalize_utterance(self.features(resample(waveform, rate, SAMPLE_RATE), warp))
+            waveform = resample(waveform, rate, SAMPLE_RATE)
+            if self.speed_perturb:
+                waveform = change_speed(waveform, SAMPLE_RATE, random_factor(self.speed_perturb))
+            warp = random_factor(self.vtlp) if self.vtlp else 1.0
+            features = normalize_utterance(self.features(waveform, warp))
         if self.augment is not None:
             features = spec_augment(features, *self.augment)
         text = normalize_text(entry.text, self.keep_accents)
@@ -87,6 +99,9 @@ class SpeechData(SplitDataModule):
             subsamples frames 4x, so 10 ms gives 40 ms per CTC output and 5 ms gives 20 ms.
         vtlp: vocal tract length perturbation of training features: the filterbank of each
             utterance is warped by a random factor in [1 - vtlp, 1 + vtlp]; 0 disables it.
+        speed_perturb: speed perturbation of training audio: each utterance is resampled to play
+            faster or slower (tempo and pitch together) by a random factor in
+            [1 - speed_perturb, 1 + speed_perturb]; 0 disables it.
         spec_augment: mask random frequency bands and time spans of training features.
         freq_masks: SpecAugment frequency masks per utterance.
         freq_width: widest frequency mask in mel bins.
@@ -110,6 +125,7 @@ class SpeechData(SplitDataModule):
         n_mels: int = 80,
         hop_ms: float = 10.0,
         vtlp: float = 0.0,
+        speed_perturb: float = 0.0,
         spec_augment: bool = True,
         freq_masks: int = 2,
         freq_width: int = 15,
@@ -129,6 +145,8 @@ class SpeechData(SplitDataModule):
             raise ValueError(f"SpeechData: limit must be >= 1 or None, got {limit}")
         if not 0.0 <= vtlp <= 0.3:
             raise ValueError(f"SpeechData: vtlp must be in [0, 0.3] (0.1 is usual), got {vtlp}")
+        if not 0.0 <= speed_perturb <= 0.3:
+            raise ValueError(f"SpeechData: speed_perturb must be in [0, 0.3] (0.1 is usual), got {speed_perturb}")
         self.save_hyperparameters()
         self.manifests = {"train": train_manifest, "val": val_manifest, "test": test_manifest,
                           "predict": predict_manifest or test_manifest}
@@ -141,8 +159,7 @@ class SpeechData(SplitDataModule):
     def vocabulary(self) -> CharVocabulary:
         """The CTC alphabet (built from the training manifest on first use)."""
         if self._vocabulary is None:
-            texts = [normalize_text(e.text, self.hparams.keep_accents) for e in self.split_entries("train")]
-            self._vocabulary = CharVocabulary.from_texts(texts)
+            self._vocabulary = CharVocabulary.from_texts(self.transcripts("train"))
         return self._vocabulary
 
     @property
@@ -155,6 +172,10 @@ class SpeechData(SplitDataModule):
         """Encoder positions (4x subsampled ``hop_ms`` frames) of a ``max_duration`` utterance; linked to the model."""
         frames = self.features.frames(int(self.hparams.max_duration * SAMPLE_RATE))
         return int(subsampled_lengths(torch.tensor(frames)))
+
+    def transcripts(self, split: str) -> list[str]:
+        """The normalised transcripts of ``split`` (e.g. the training text of a language model)."""
+        return [normalize_text(e.text, self.hparams.keep_accents) for e in self.split_entries(split)]
 
     def split_entries(self, split: str) -> list[ManifestEntry]:
         """Checked entries of ``split``: files exist, characters are in the vocabulary."""
@@ -192,9 +213,9 @@ class SpeechData(SplitDataModule):
     def dataset(self, split: str) -> Utterances:
         """The utterances of ``split`` ("train", "val", "test" or "predict")."""
         augment = self.augment if split == "train" else None
-        vtlp = self.hparams.vtlp if split == "train" else 0.0
-        return Utterances(self.split_entries(split), self.vocabulary, self.features, augment,
-                          self.hparams.keep_accents, vtlp)
+        train = split == "train"
+        return Utterances(self.split_entries(split), self.vocabulary, self.features, augment, self.hparams.keep_accents,
+                          self.hparams.vtlp if train else 0.0, self.hparams.speed_perturb if train else 0.0)
 
     def loader(self, split: str) -> DataLoader:
         dataset = self.dataset(split)

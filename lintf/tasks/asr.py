@@ -13,6 +13,8 @@ from torchmetrics.functional.text import char_error_rate, word_error_rate
 from torchmetrics.text import CharErrorRate, WordErrorRate
 
 from lintf.attention.base import State
+from lintf.speech.char_lm import CharNGram, LanguageModelScorer
+from lintf.speech.context import ConvContext
 from lintf.speech.decoding import beam_decode, greedy_decode
 from lintf.speech.subsampling import Conv2dSubsampling, subsampled_lengths
 from lintf.speech.text import CharVocabulary
@@ -45,14 +47,23 @@ class ASRTask(TransformerTask):
         norm: LayerNorm placement.
         n_mels: log-mel bins of the input features (the data module's ``n_mels``).
         conv_channels: channels of the subsampling convolutions.
+        context_blocks: residual depthwise-convolution blocks between the front end and the encoder
+            (``lintf.speech.context``): local context that linear attention lacks; 0 for none.
+        context_kernel: frames (after subsampling) seen by each context block's convolution; odd.
         decoder: "greedy" best path or "beam" prefix beam search for test and predict
             (validation is always greedy, for speed).
         beam_width: prefixes kept by the beam search.
+        lm_order: order of a character n-gram language model fused into the beam search
+            (``lintf.speech.char_lm``), built from the training manifest's transcripts; 0 for none.
+        lm_weight: weight of the language model's log-probabilities in the beam search.
+        lm_bonus: score added per emitted character (balances the model's bias towards short output).
         optimizer: optimizer class and arguments.
         lr_scheduler: learning-rate scheduler stepped every optimizer update; None keeps the rate fixed.
     """
 
     prediction_metrics = ("cer", "wer")
+    # Decoding options: ``lintf test/predict --ckpt_path`` takes them from the command line, not the checkpoint.
+    inference_options = ("decoder", "beam_width", "lm_order", "lm_weight", "lm_bonus")
 
     def __init__(
         self,
@@ -71,8 +82,13 @@ class ASRTask(TransformerTask):
         norm: Literal["pre", "post"] = "pre",
         n_mels: int = 80,
         conv_channels: int = 64,
+        context_blocks: int = 0,
+        context_kernel: int = 9,
         decoder: Literal["greedy", "beam"] = "greedy",
         beam_width: int = 8,
+        lm_order: int = 0,
+        lm_weight: float = 0.5,
+        lm_bonus: float = 1.0,
         optimizer: OptimizerCallable = torch.optim.AdamW,
         lr_scheduler: LRSchedulerCallable | None = None,
     ) -> None:
@@ -80,6 +96,9 @@ class ASRTask(TransformerTask):
             raise ValueError(f"vocab_size must count the blank and at least one character, got {vocab_size}")
         if beam_width < 1:
             raise ValueError(f"beam_width must be >= 1, got {beam_width}")
+        if lm_order < 0 or lm_weight < 0:
+            raise ValueError(f"lm_order and lm_weight must be >= 0 (lm_order 0: no language model), "
+                             f"got {lm_order} and {lm_weight}")
         super().__init__(
             vocab_size, max_length, d_model, n_layers, n_heads, attention, attention_kwargs, feature_map,
             feature_map_kwargs, d_ff, activation, dropout, norm, "sinusoidal", optimizer, lr_scheduler,
@@ -87,7 +106,9 @@ class ASRTask(TransformerTask):
         self.save_hyperparameters(ignore=["optimizer", "lr_scheduler"])
         del self.token_embedding  # speech enters through the convolutional front end instead
         self.frontend = Conv2dSubsampling(n_mels, d_model, conv_channels)
+        self.context = ConvContext(d_model, context_blocks, context_kernel, dropout)
         self.vocabulary: CharVocabulary | None = None
+        self.scorer: LanguageModelScorer | None = None
 
     def build_metrics(self) -> None:
         self.val_cer, self.val_wer = CharErrorRate(), WordErrorRate()
@@ -100,6 +121,17 @@ class ASRTask(TransformerTask):
             if len(vocabulary) != self.hparams.vocab_size:
                 raise ValueError(f"the data's vocabulary has {len(vocabulary)} labels, the model {self.hparams.vocab_size}")
             self.vocabulary = vocabulary
+        if self.hparams.lm_order and self.hparams.decoder == "beam":
+            self.scorer = self.language_model(datamodule)
+
+    def language_model(self, datamodule: Any) -> LanguageModelScorer:
+        """The character n-gram of the training transcripts, weighted for the beam search."""
+        transcripts = getattr(datamodule, "transcripts", None)
+        if transcripts is None or datamodule.manifests.get("train") is None or self.vocabulary is None:
+            raise ValueError("lm_order > 0 builds the language model from the training manifest: give "
+                             "--data.init_args.train_manifest, or set --model.init_args.lm_order 0")
+        lm = CharNGram(transcripts("train"), self.hparams.lm_order, self.vocabulary.characters)
+        return LanguageModelScorer(lm, self.vocabulary.characters, self.hparams.lm_weight, self.hparams.lm_bonus)
 
     def forward(self, features: Tensor, feature_lengths: Tensor) -> tuple[Tensor, Tensor]:
         """Per-frame label log-probabilities.
@@ -114,10 +146,11 @@ class ASRTask(TransformerTask):
         x = self.frontend(features) * math.sqrt(self.hparams.d_model)  # (B, T', d_model)
         lengths = subsampled_lengths(feature_lengths).clamp(min=1)
         frames = x.shape[1]
+        padding = torch.arange(frames, device=x.device)[None, :] >= lengths[:, None]  # (B, T') True = padding
+        x = self.context(x, padding)
         positions = self.position_embedding
         if frames > positions.shape[0]:
             positions = sinusoidal_positions(frames, self.hparams.d_model).to(x)
-        padding = torch.arange(frames, device=x.device)[None, :] >= lengths[:, None]  # (B, T') True = padding
         hidden = self.encoder(x + positions[:frames], causal=False, key_padding_mask=padding)
         return F.log_softmax(self.head(hidden).float(), dim=-1), lengths
 
@@ -138,7 +171,7 @@ class ASRTask(TransformerTask):
         if self.vocabulary is None:
             raise ValueError("ASRTask has no vocabulary: run it with SpeechData or load a checkpoint")
         if decoder == "beam":
-            labels = beam_decode(log_probs, lengths, self.hparams.beam_width, CharVocabulary.BLANK)
+            labels = beam_decode(log_probs, lengths, self.hparams.beam_width, CharVocabulary.BLANK, self.scorer)
         else:
             labels = greedy_decode(log_probs, lengths, CharVocabulary.BLANK)
         return [self.vocabulary.decode(ids) for ids in labels]

@@ -15,10 +15,10 @@ REPO = Path(__file__).resolve().parents[2]
 TINY = {"d_model": 32, "n_layers": 1, "n_heads": 2, "n_mels": 80, "conv_channels": 8, "dropout": 0.0}
 
 
-@pytest.mark.parametrize("attention", ["linear", "softmax"])
-def test_padding_does_not_change_outputs(attention):
+@pytest.mark.parametrize("attention,context_blocks", [("linear", 0), ("softmax", 0), ("linear", 2)])
+def test_padding_does_not_change_outputs(attention, context_blocks):
     torch.manual_seed(0)
-    task = ASRTask(vocab_size=6, max_length=50, attention=attention, **TINY).eval()
+    task = ASRTask(vocab_size=6, max_length=50, attention=attention, context_blocks=context_blocks, **TINY).eval()
     long, short = torch.randn(1, 120, 80), torch.randn(1, 60, 80)
     padded = torch.zeros(2, 120, 80)
     padded[0], padded[1, :60] = long[0], short[0]
@@ -67,6 +67,22 @@ def test_training_lowers_ctc_loss_and_checkpoint_keeps_vocabulary(corpus, tmp_pa
         restored.on_load_checkpoint(checkpoint)
 
 
+def test_language_model_comes_from_training_transcripts(corpus, tmp_path):
+    data = SpeechData(str(corpus["train"]), str(corpus["val"]), str(corpus["test"]), batch_size=3)
+    task = ASRTask(data.vocab_size, data.max_length, **TINY, decoder="beam", lm_order=4, lm_weight=0.8)
+    trainer = Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False, limit_test_batches=1,
+                      default_root_dir=tmp_path)
+    trainer.test(task, datamodule=data)
+    lm = task.scorer.lm
+    sentence = data.transcripts("train")[0]
+    assert task.scorer.weight == 0.8 and lm.order == 4
+    assert lm.sentence_log_prob(sentence) > lm.sentence_log_prob(sentence[::-1]) + 5
+    with pytest.raises(ValueError, match="builds the language model from the training manifest"):
+        task.language_model(SpeechData(vocabulary=data.vocabulary.characters))
+    with pytest.raises(ValueError, match="lm_order and lm_weight must be >= 0"):
+        ASRTask(vocab_size=6, max_length=4, lm_order=-1)
+
+
 def asr_args(config: str, corpus, root: Path) -> list[str]:
     return [
         "--config", str(REPO / "configs" / config),
@@ -90,3 +106,16 @@ def test_config_fast_dev_run_and_predict(config, corpus, tmp_path, monkeypatch):
                          "--predictions.output_dir", str(tmp_path / "out")])
     lines = (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()
     assert len(lines) == 3 and '"reference"' in lines[0] and '"cer"' in lines[0]
+
+
+def test_checkpoint_gives_the_architecture_and_the_command_line_the_decoder(corpus, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    LintfCLI(args=["fit", *asr_args("asr_synth.yaml", corpus, tmp_path), "--trainer.max_epochs", "1"])
+    checkpoint = next(tmp_path.glob("lightning_logs/version_*/checkpoints/last.ckpt"))
+    test_args = ["test", *asr_args("asr_synth.yaml", corpus, tmp_path), "--ckpt_path", str(checkpoint),
+                 "--model.init_args.d_model", "24"]
+    cli = LintfCLI(args=[*test_args, "--model.init_args.decoder", "greedy", "--model.init_args.lm_order", "0"])
+    assert cli.model.hparams.d_model == 16  # from the checkpoint: its weights need it
+    assert cli.model.hparams.decoder == "greedy" and cli.model.hparams.lm_order == 0 and cli.model.scorer is None
+    cli = LintfCLI(args=[*test_args, "--model.init_args.lm_order", "3", "--model.init_args.lm_weight", "0.7"])
+    assert cli.model.hparams.decoder == "beam" and cli.model.scorer.lm.order == 3 and cli.model.scorer.weight == 0.7

@@ -1,4 +1,4 @@
-"""The sinc resampler against analytic tones and scipy's polyphase resampler."""
+"""The sinc resampler and speed perturbation against analytic tones and scipy's polyphase resampler."""
 
 import math
 
@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from lintf.speech.resample import resample
+from lintf.speech.speed import change_speed
 
 
 @pytest.mark.parametrize("orig,new", [(22_050, 16_000), (8_000, 16_000), (44_100, 16_000), (16_000, 8_000)])
@@ -46,3 +47,16 @@ def test_batched_and_identity():
     assert resample(x, 16_000, 16_000) is x
     with pytest.raises(ValueError, match="sample rates"):
         resample(x, 0, 16_000)
+
+
+@pytest.mark.parametrize("factor", [0.9, 1.13])
+def test_speed_change_scales_duration_and_frequency(factor):
+    rate, frequency = 16_000, 500.0
+    x = torch.sin(2 * math.pi * frequency * torch.arange(rate, dtype=torch.float64) / rate)
+    y = change_speed(x, rate, factor)
+    assert abs(y.numel() - rate / factor) <= 1
+    expected = torch.sin(2 * math.pi * frequency * factor * torch.arange(y.numel(), dtype=torch.float64) / rate)
+    inner = slice(800, -800)
+    assert (y[inner] - expected[inner]).abs().max() < 2e-3
+    with pytest.raises(ValueError, match=r"speed factor must be in \[0.5, 2\]"):
+        change_speed(x, rate, 3.0)

@@ -131,3 +131,14 @@ def test_vtlp_warps_training_features_only(corpus):
         assert a.shape == b.shape and (not torch.equal(a, b)) == differs
     with pytest.raises(ValueError, match=r"vtlp must be in \[0, 0.3\]"):
         make(corpus, vtlp=0.5)
+
+
+def test_speed_perturbation_changes_training_durations_only(corpus):
+    torch.manual_seed(0)
+    plain, sped = make(corpus, spec_augment=False), make(corpus, spec_augment=False, speed_perturb=0.2)
+    train_frames = [(plain.dataset("train")[i]["features"].shape[0], sped.dataset("train")[i]["features"].shape[0])
+                    for i in range(4)]
+    assert all(abs(b - a) <= 0.21 * a + 1 for a, b in train_frames) and any(a != b for a, b in train_frames)
+    assert torch.equal(plain.dataset("val")[0]["features"], sped.dataset("val")[0]["features"])
+    with pytest.raises(ValueError, match=r"speed_perturb must be in \[0, 0.3\]"):
+        make(corpus, speed_perturb=0.4)

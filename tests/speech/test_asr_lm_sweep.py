@@ -1,0 +1,37 @@
+"""benchmarks/asr_lm_sweep.py decodes a checkpoint's outputs with and without the character LM."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from lightning.pytorch import Trainer
+
+from lintf.data.speech import SpeechData
+from lintf.tasks.asr import ASRTask
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_sweep_table_and_zero_weight_matches_plain_beam(corpus, tmp_path):
+    torch.manual_seed(0)
+    data = SpeechData(str(corpus["train"]), str(corpus["val"]), str(corpus["test"]), batch_size=3, hop_ms=5.0)
+    task = ASRTask(data.vocab_size, data.max_length, d_model=16, n_layers=1, n_heads=2, conv_channels=4,
+                   context_blocks=1, context_kernel=3)
+    trainer = Trainer(max_steps=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                      enable_model_summary=False, limit_val_batches=0, default_root_dir=tmp_path)
+    trainer.fit(task, datamodule=data)
+    trainer.save_checkpoint(tmp_path / "asr.ckpt")
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "asr_lm_sweep.py"), "--ckpt", str(tmp_path / "asr.ckpt"),
+                    "--manifest", str(corpus["val"]), "--train-manifest", str(corpus["train"]), "--orders", "0", "3",
+                    "--weights", "0", "0.5", "--bonuses", "0", "--limit", "4", "--out", str(out)],
+                   check=True, capture_output=True, cwd=tmp_path)
+    rows = json.loads((out / "asr_lm_sweep.json").read_text())["results"]
+    assert [(r["order"], r["weight"]) for r in rows] == [(0, 0.0), (3, 0.0), (3, 0.5)]
+    assert rows[1]["cer"] == rows[0]["cer"] and rows[1]["wer"] == rows[0]["wer"]  # weight 0, bonus 0: no change
+    assert "| 3 | 0.5 | 0 |" in (out / "asr_lm_sweep.md").read_text()
+    failed = subprocess.run([sys.executable, str(REPO / "benchmarks" / "asr_lm_sweep.py"), "--ckpt", "x.ckpt",
+                             "--orders", "-1"], capture_output=True, text=True, cwd=tmp_path)
+    assert failed.returncode == 2 and "orders must be >= 0" in failed.stderr
