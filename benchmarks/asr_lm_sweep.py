@@ -23,7 +23,7 @@ from torchmetrics.functional.text import char_error_rate, word_error_rate
 
 from lintf.data.speech import SpeechData
 from lintf.speech.char_lm import CharNGram, LanguageModelScorer
-from lintf.speech.decoding import beam_decode
+from lintf.speech.decoding import prefix_beam_search
 from lintf.speech.text import CharVocabulary
 from lintf.tasks.asr import ASRTask
 
@@ -57,8 +57,7 @@ def sweep(args: argparse.Namespace) -> list[dict]:
         settings = itertools.product(args.weights, args.bonuses) if order else [(0.0, 0.0)]
         for weight, bonus in settings:
             scorer = LanguageModelScorer(lm, characters, weight, bonus) if lm else None
-            labels = [beam_decode(s[None], torch.tensor([len(s)]), args.beam_width, CharVocabulary.BLANK, scorer)[0]
-                      for s in scores]
+            labels = [prefix_beam_search(s, args.beam_width, CharVocabulary.BLANK, scorer=scorer) for s in scores]
             hypotheses = [task.vocabulary.decode(ids) for ids in labels]
             row = {"order": order, "weight": weight, "bonus": bonus,
                    "cer": float(char_error_rate(hypotheses, references)),

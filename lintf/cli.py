@@ -24,6 +24,7 @@ from lintf.checkpoints import CheckpointError, resolve_checkpoint
 from lintf.config_errors import summarize
 from lintf.plugins import PluginError, load_plugins, plugins_in_args
 from lintf.registry import UnknownArgumentError, UnknownNameError
+from lintf.tasks.names import import_class
 from lintf.tensorboard import ReservedVersionTensorBoardLogger
 
 USER_ERRORS = (CheckpointError, PluginError, UnknownNameError, UnknownArgumentError, ValueError)
@@ -144,15 +145,6 @@ class LintfCLI(LightningCLI):
             super().instantiate_classes()
         except USER_ERRORS as error:
             raise ConfigError(summarize(str(error))) from error
-
-
-def import_class(class_path: str) -> type | None:
-    """The class named by a config's ``class_path``; None if it cannot be imported."""
-    module, _, name = class_path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module), name, None)
-    except ImportError:
-        return None
 
 
 def integer_batch_limits(args: Any) -> dict[str, int]:

@@ -121,7 +121,8 @@ class ASRTask(TransformerTask):
             if len(vocabulary) != self.hparams.vocab_size:
                 raise ValueError(f"the data's vocabulary has {len(vocabulary)} labels, the model {self.hparams.vocab_size}")
             self.vocabulary = vocabulary
-        if self.hparams.lm_order and self.hparams.decoder == "beam":
+        # Only test and predict decode by beam search (validation is greedy): fit need not wait for the LM.
+        if self.hparams.lm_order and self.hparams.decoder == "beam" and stage in ("test", "predict"):
             self.scorer = self.language_model(datamodule)
 
     def language_model(self, datamodule: Any) -> LanguageModelScorer:

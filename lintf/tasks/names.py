@@ -26,7 +26,8 @@ class HeadName(str):
     """Name of a registered output head (``lintf.list_heads()``) or a dotted path to its class."""
 
 
-def _import_class(path: str) -> type | None:
+def import_class(path: str) -> type | None:
+    """The class (or attribute) named by a dotted path; None if it cannot be imported."""
     module_name, _, attribute = path.rpartition(".")
     if not module_name:
         return None
@@ -42,7 +43,7 @@ def resolve_name(registry: Registry, value: object) -> str:
         return value
     known = ", ".join(registry.names())
     if isinstance(value, str) and "." in value:
-        cls = _import_class(value)
+        cls = import_class(value)
         name = getattr(cls, "registry_name", None)
         if cls is not None and name in registry and registry.get(name) is cls:
             return name

@@ -110,7 +110,8 @@ def test_config_fast_dev_run_and_predict(config, corpus, tmp_path, monkeypatch):
 
 def test_checkpoint_gives_the_architecture_and_the_command_line_the_decoder(corpus, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    LintfCLI(args=["fit", *asr_args("asr_synth.yaml", corpus, tmp_path), "--trainer.max_epochs", "1"])
+    fitted = LintfCLI(args=["fit", *asr_args("asr_synth.yaml", corpus, tmp_path), "--trainer.max_epochs", "1"])
+    assert fitted.model.scorer is None  # fit validates greedily: the language model is built for test/predict only
     checkpoint = next(tmp_path.glob("lightning_logs/version_*/checkpoints/last.ckpt"))
     test_args = ["test", *asr_args("asr_synth.yaml", corpus, tmp_path), "--ckpt_path", str(checkpoint),
                  "--model.init_args.d_model", "24"]

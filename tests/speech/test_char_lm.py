@@ -1,14 +1,13 @@
 """Character n-gram LM: proper distributions, Witten-Bell by hand, and exact shallow fusion in beam search."""
 
-import itertools
 import math
-from collections import defaultdict
 
 import pytest
 import torch
 
 from lintf.speech.char_lm import END, CharNGram, LanguageModelScorer
-from lintf.speech.decoding import collapse_path, prefix_beam_search
+from lintf.speech.decoding import prefix_beam_search
+from tests.speech.ctc_brute_force import label_sequence_probabilities
 
 
 @pytest.mark.parametrize("order", [1, 2, 4])
@@ -44,10 +43,7 @@ def test_likely_sentences_score_higher_and_bad_input():
 
 def brute_force_fused(log_probs, scorer):
     """The label sequence maximising log sum_paths P_CTC + scorer terms, over all V**T paths."""
-    frames, vocab = log_probs.shape
-    totals = defaultdict(float)
-    for path in itertools.product(range(vocab), repeat=frames):
-        totals[collapse_path(list(path))] += math.exp(sum(float(log_probs[t, v]) for t, v in enumerate(path)))
+    totals = label_sequence_probabilities(log_probs)
 
     def fused(labels):
         extra = sum(scorer.extend(labels[:i], v) for i, v in enumerate(labels)) + scorer.finish(labels)

@@ -1,21 +1,17 @@
 """Greedy decoding and prefix beam search against brute-force enumeration of every CTC path."""
 
-import itertools
 import math
-from collections import defaultdict
 
 import pytest
 import torch
 
 from lintf.speech.decoding import beam_decode, collapse_path, greedy_decode, prefix_beam_search
+from tests.speech.ctc_brute_force import label_sequence_probabilities
 
 
 def brute_force_best(log_probs: torch.Tensor) -> tuple[tuple[int, ...], float]:
     """The label sequence with the largest total probability, summing all V**T paths."""
-    frames, vocab = log_probs.shape
-    totals: dict[tuple[int, ...], float] = defaultdict(float)
-    for path in itertools.product(range(vocab), repeat=frames):
-        totals[collapse_path(list(path))] += math.exp(sum(float(log_probs[t, v]) for t, v in enumerate(path)))
+    totals = label_sequence_probabilities(log_probs)
     best = max(totals, key=totals.get)
     return best, totals[best]
 
