@@ -97,6 +97,9 @@ def main() -> None:
     args = parser.parse_args()
     if any(o < 0 for o in args.orders) or args.beam_width < 1:
         parser.error("orders must be >= 0 and --beam-width >= 1")
+    if not Path(args.ckpt).is_file():
+        parser.error(f"--ckpt {args.ckpt} is not a file (give an ASRTask checkpoint, e.g. lightning_logs/version_N/"
+                     "checkpoints/best.ckpt)")
     write_results(sweep(args), args)
 
 
