@@ -14,7 +14,7 @@ def markdown_table(columns: list[str], rows: list[list[Any]]) -> str:
 
 
 class LogSamples(Callback):
-    """After the first validation batch, log ``pl_module.sample_table(batch, n)`` to the loggers.
+    """After the first batch of the first validation loader, log ``pl_module.sample_table(batch, n)`` to the loggers.
 
     W&B gets a table, TensorBoard a markdown text; other loggers and tasks without
     ``sample_table`` are skipped.
@@ -29,7 +29,7 @@ class LogSamples(Callback):
     def on_validation_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
     ) -> None:
-        if batch_idx != 0 or trainer.sanity_checking or not trainer.is_global_zero or not hasattr(pl_module, "sample_table"):
+        if batch_idx != 0 or dataloader_idx != 0 or trainer.sanity_checking or not trainer.is_global_zero or not hasattr(pl_module, "sample_table"):
             return
         loggers = [lg for lg in trainer.loggers if isinstance(lg, (WandbLogger, TensorBoardLogger))]
         if not loggers:

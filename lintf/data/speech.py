@@ -26,7 +26,7 @@ from lintf.speech.subsampling import subsampled_lengths
 from lintf.speech.text import CharVocabulary, normalize_text
 
 SAMPLE_RATE = 16_000
-SPLITS = ("train", "val", "test", "predict")
+SPLITS = ("train", "val", "dev", "test", "predict")
 
 
 def random_factor(spread: float) -> float:
@@ -89,6 +89,9 @@ class SpeechData(SplitDataModule):
         val_manifest: validation manifest.
         test_manifest: test manifest.
         predict_manifest: manifest transcribed by ``lintf predict``; None uses ``test_manifest``.
+        dev_manifest: a second validation manifest, evaluated after ``val_manifest`` at every
+            validation and logged as ``dev/*`` (e.g. a held-out voice: ``data/speech/synth/dev.jsonl``);
+            None evaluates only ``val_manifest``.
         vocabulary: the characters of the CTC labels; None takes those of the training manifest.
         keep_accents: keep non-ASCII letters in transcripts (Czech, ...); by default they are
             reduced to ASCII (``é`` -> ``e``).
@@ -118,6 +121,7 @@ class SpeechData(SplitDataModule):
         val_manifest: str | None = None,
         test_manifest: str | None = None,
         predict_manifest: str | None = None,
+        dev_manifest: str | None = None,
         vocabulary: str | None = None,
         keep_accents: bool = False,
         max_duration: float = 20.0,
@@ -148,7 +152,7 @@ class SpeechData(SplitDataModule):
         if not 0.0 <= speed_perturb <= 0.3:
             raise ValueError(f"SpeechData: speed_perturb must be in [0, 0.3] (0.1 is usual), got {speed_perturb}")
         self.save_hyperparameters()
-        self.manifests = {"train": train_manifest, "val": val_manifest, "test": test_manifest,
+        self.manifests = {"train": train_manifest, "val": val_manifest, "dev": dev_manifest, "test": test_manifest,
                           "predict": predict_manifest or test_manifest}
         self.features = LogMel(SAMPLE_RATE, n_mels, hop_ms=hop_ms)
         self.augment = (freq_masks, freq_width, time_masks, time_width) if spec_augment else None
@@ -216,6 +220,10 @@ class SpeechData(SplitDataModule):
         train = split == "train"
         return Utterances(self.split_entries(split), self.vocabulary, self.features, augment, self.hparams.keep_accents,
                           self.hparams.vtlp if train else 0.0, self.hparams.speed_perturb if train else 0.0)
+
+    def val_dataloader(self) -> DataLoader | list[DataLoader]:
+        """The validation loader, and the dev manifest's loader after it if one is given."""
+        return self.loader("val") if self.manifests["dev"] is None else [self.loader("val"), self.loader("dev")]
 
     def loader(self, split: str) -> DataLoader:
         dataset = self.dataset(split)

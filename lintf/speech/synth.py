@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import subprocess
 import tempfile
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +20,8 @@ from lintf.speech.audio import load_audio, write_wav
 from lintf.speech.manifest import write_manifest
 from lintf.speech.resample import resample
 from lintf.speech.sentences import clauses, split_sentences
-from lintf.speech.system_tools import kjv_path, require_program
-from lintf.speech.voices import PROGRAMS, Voice, command, concrete_voice, parse_voice
+from lintf.speech.system_tools import kjv_path, require_path, require_program
+from lintf.speech.voices import FESTIVAL_VOICES, PACKAGES, PROGRAMS, Voice, command, concrete_voice, parse_voice
 
 SAMPLE_RATE = 16_000
 
@@ -41,7 +42,7 @@ def synthesize(utterance: Utterance, programs: dict[str, str]) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".wav") as raw:
         program = programs[utterance.voice.engine]
         arguments = command(program, utterance.voice, utterance.text, raw.name, utterance.slowness, utterance.pitch)
-        subprocess.run(arguments, check=True, capture_output=True)
+        subprocess.run(arguments, input=utterance.text.encode(), check=True, capture_output=True)
         waveform, rate = load_audio(raw.name)
     waveform = resample(waveform, rate, SAMPLE_RATE)
     write_wav(utterance.path, waveform, SAMPLE_RATE)
@@ -51,11 +52,12 @@ def synthesize(utterance: Utterance, programs: dict[str, str]) -> dict:
 
 
 def plan(sentences: list[str], voices: list[Voice], split: str, out: Path, rng: random.Random,
-         exclude_variant: str = "") -> list[Utterance]:
-    """One utterance per sentence, voices in turn, rate and pitch drawn from ``rng``."""
+         slowness: tuple[float, float], excluded_variants: Collection[str] = ()) -> list[Utterance]:
+    """One utterance per sentence, voices in turn, slowness (uniform in ``slowness``) and pitch drawn
+    from ``rng``."""
     return [
-        Utterance(text, concrete_voice(voices[i % len(voices)], rng, exclude_variant),
-                  rng.uniform(0.85, 1.3), rng.random(), out / split / f"{split}-{i:06d}.wav")
+        Utterance(text, concrete_voice(voices[i % len(voices)], rng, excluded_variants),
+                  rng.uniform(*slowness), rng.random(), out / split / f"{split}-{i:06d}.wav")
         for i, text in enumerate(sentences)
     ]
 
@@ -67,6 +69,10 @@ def build_synth_corpus(
     test_size: int = 200,
     train_voices: tuple[str, ...] = ("awb", "kal16", "kal", "slt", "espeak:*", "espeak:*", "espeak:*", "espeak:*"),
     test_voice: str = "rms",
+    dev_voice: str | None = "festival:ked",
+    dev_size: int = 200,
+    train_slowness: tuple[float, float] = (0.85, 1.3),
+    test_slowness: tuple[float, float] = (0.85, 1.3),
     min_words: int = 3,
     max_words: int = 14,
     seed: int = 0,
@@ -80,32 +86,50 @@ def build_synth_corpus(
         val_size: validation utterances (training voices, held-out sentences).
         test_size: test utterances (the held-out voice, held-out sentences).
         train_voices: voices of train and val, taken in turn: flite voices (awb, kal, kal16,
-            rms, slt), ``espeak:<accent>+<variant>``, or ``espeak:*`` (a random espeak-ng accent
-            and variant per utterance).
+            rms, slt), festival voices (``festival:ked``), ``espeak:<accent>+<variant>``, or
+            ``espeak:*`` (a random espeak-ng accent and variant per utterance).
         test_voice: the one voice of the test set; must not be a training voice (an espeak
             test voice's variant is also left out of the ``espeak:*`` draws).
+        dev_voice: a second held-out voice, for choices that must hold for unseen voices (model
+            selection, decoding options) without looking at the test voice; its ``dev.jsonl``
+            has ``dev_size`` new sentences. None (or dev_size 0) writes no dev split.
+        dev_size: dev utterances (the dev voice, held-out sentences).
+        train_slowness: range of the speaking-time stretch of train and val utterances (> 1 is slower).
+        test_slowness: the same for the test and dev voices' utterances.
         min_words: shortest sentence in words.
         max_words: longest sentence in words.
         seed: seed of the sentence draw, voices, rates and pitches.
         workers: synthesiser processes run in parallel.
     """
     voices, held_out = [parse_voice(spec) for spec in train_voices], parse_voice(test_voice)
-    if held_out.name == "*":
-        raise ValueError("test_voice must be one voice, not 'espeak:*'")
-    if held_out in voices:
-        raise ValueError(f"test_voice {test_voice!r} must be held out, but it is among train_voices {list(train_voices)}")
-    programs = {voice.engine: require_program(PROGRAMS[voice.engine], PROGRAMS[voice.engine])
-                for voice in (*voices, held_out)}
+    dev = parse_voice(dev_voice) if dev_voice is not None and dev_size > 0 else None
+    for name, voice in (("test_voice", held_out), ("dev_voice", dev)):
+        if voice is not None and voice.name == "*":
+            raise ValueError(f"{name} must be one voice, not 'espeak:*'")
+        if voice in voices:
+            raise ValueError(f"{name} {voice.spec!r} must be held out, but it is among train_voices {list(train_voices)}")
+    if dev == held_out:
+        raise ValueError(f"dev_voice and test_voice must differ, both are {held_out.spec!r}")
+    for name, (low, high) in {"train_slowness": train_slowness, "test_slowness": test_slowness}.items():
+        if not 0.5 <= low <= high <= 2.0:
+            raise ValueError(f"{name} must be (low, high) with 0.5 <= low <= high <= 2.0, got {(low, high)}")
+    every_voice = [*voices, held_out] + ([dev] if dev else [])
+    programs = {voice.engine: require_program(PROGRAMS[voice.engine], PACKAGES[voice.engine]) for voice in every_voice}
+    for voice in {v for v in every_voice if v.engine == "festival"}:
+        require_path(FESTIVAL_VOICES[voice.name][2], FESTIVAL_VOICES[voice.name][1])
     out = Path(out)
-    sentences = split_sentences(clauses(kjv_path(), min_words, max_words),
-                                {"train": train_size, "val": val_size, "test": test_size}, seed)
+    counts = {"train": train_size, "val": val_size, "test": test_size} | ({"dev": dev_size} if dev else {})
+    sentences = split_sentences(clauses(kjv_path(), min_words, max_words), counts, seed)
+    held_out_voices = {"test": held_out, "dev": dev}
     rng = random.Random(seed + 1)
     manifests = {}
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for split, texts in sentences.items():
             (out / split).mkdir(parents=True, exist_ok=True)
-            speakers = [held_out] if split == "test" else voices
-            utterances = plan(texts, speakers, split, out, rng, exclude_variant=held_out.name.partition("+")[2])
+            speakers, slowness = ([held_out_voices[split]], test_slowness) if split in held_out_voices else \
+                (voices, train_slowness)
+            excluded = [v.name.partition("+")[2] for v in (held_out, dev) if v is not None]
+            utterances = plan(texts, speakers, split, out, rng, slowness, excluded)
             rows = list(pool.map(lambda u: synthesize(u, programs), utterances))
             manifests[split] = out / f"{split}.jsonl"
             write_manifest(manifests[split], rows)

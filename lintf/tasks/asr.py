@@ -112,6 +112,7 @@ class ASRTask(TransformerTask):
 
     def build_metrics(self) -> None:
         self.val_cer, self.val_wer = CharErrorRate(), WordErrorRate()
+        self.dev_cer, self.dev_wer = CharErrorRate(), WordErrorRate()
         self.test_cer, self.test_wer = CharErrorRate(), WordErrorRate()
 
     def setup(self, stage: str) -> None:
@@ -184,12 +185,14 @@ class ASRTask(TransformerTask):
         cer(hypotheses, batch["text"])
         wer(hypotheses, batch["text"])
         size = len(batch["text"])
-        self.log(f"{stage}/loss", loss, prog_bar=True, sync_dist=True, batch_size=size)
-        self.log(f"{stage}/cer", cer, prog_bar=True, batch_size=size)
-        self.log(f"{stage}/wer", wer, batch_size=size)
+        # Each stage has its own names, so a second validation loader ("dev") needs no "/dataloader_idx_1".
+        self.log(f"{stage}/loss", loss, prog_bar=True, sync_dist=True, batch_size=size, add_dataloader_idx=False)
+        self.log(f"{stage}/cer", cer, prog_bar=True, batch_size=size, add_dataloader_idx=False)
+        self.log(f"{stage}/wer", wer, batch_size=size, add_dataloader_idx=False)
 
-    def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate(batch, "val", "greedy")
+    def validation_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        """Greedy CER/WER of the validation manifest (``val/*``) or, as loader 1, the dev manifest (``dev/*``)."""
+        self._evaluate(batch, "val" if dataloader_idx == 0 else "dev", "greedy")
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate(batch, "test", self.hparams.decoder)

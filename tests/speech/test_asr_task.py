@@ -87,7 +87,8 @@ def asr_args(config: str, corpus, root: Path) -> list[str]:
     return [
         "--config", str(REPO / "configs" / config),
         "--data.init_args.train_manifest", str(corpus["train"]), "--data.init_args.val_manifest", str(corpus["val"]),
-        "--data.init_args.test_manifest", str(corpus["test"]), "--data.init_args.batch_size", "3",
+        "--data.init_args.test_manifest", str(corpus["test"]), "--data.init_args.dev_manifest", str(corpus["test"]),
+        "--data.init_args.batch_size", "3",
         "--data.init_args.num_workers", "0",
         "--model.init_args.d_model", "16", "--model.init_args.n_layers", "1", "--model.init_args.n_heads", "2",
         "--model.init_args.conv_channels", "4",
@@ -112,6 +113,8 @@ def test_checkpoint_gives_the_architecture_and_the_command_line_the_decoder(corp
     monkeypatch.chdir(tmp_path)
     fitted = LintfCLI(args=["fit", *asr_args("asr_synth.yaml", corpus, tmp_path), "--trainer.max_epochs", "1"])
     assert fitted.model.scorer is None  # fit validates greedily: the language model is built for test/predict only
+    metrics = fitted.trainer.callback_metrics  # the dev manifest (a second validation loader) under its own names
+    assert {"val/cer", "val/wer", "dev/cer", "dev/wer"} <= set(metrics) and not any("dataloader" in k for k in metrics)
     checkpoint = next(tmp_path.glob("lightning_logs/version_*/checkpoints/last.ckpt"))
     test_args = ["test", *asr_args("asr_synth.yaml", corpus, tmp_path), "--ckpt_path", str(checkpoint),
                  "--model.init_args.d_model", "24"]

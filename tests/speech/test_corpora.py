@@ -14,10 +14,12 @@ from lintf.speech.librivox import LIBRIVOX_DIR, build_librivox_manifest
 from lintf.speech.manifest import read_manifest
 from lintf.speech.sentences import split_sentences
 from lintf.speech.synth import build_synth_corpus
-from lintf.speech.voices import ESPEAK_ACCENTS, ESPEAK_VARIANTS, concrete_voice, parse_voice
+from lintf.speech.voices import ESPEAK_ACCENTS, ESPEAK_VARIANTS, FESTIVAL_VOICES, concrete_voice, parse_voice
 
 needs_flite = pytest.mark.skipif(shutil.which("flite") is None, reason="apt-get install flite")
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="apt-get install espeak-ng")
+needs_ked = pytest.mark.skipif(shutil.which("text2wave") is None or not os.path.isdir(FESTIVAL_VOICES["ked"][2]),
+                               reason="apt-get install festival festvox-kdlpc16k")
 
 
 def test_split_sentences_is_disjoint_and_checks_size():
@@ -31,7 +33,7 @@ def test_split_sentences_is_disjoint_and_checks_size():
 @needs_flite
 def test_synth_corpus_holds_out_voice_and_sentences(tmp_path):
     manifests = build_synth_corpus(tmp_path, train_size=4, val_size=2, test_size=2,
-                                   train_voices=("kal", "slt"), test_voice="awb", max_words=5)
+                                   train_voices=("kal", "slt"), test_voice="awb", dev_voice=None, max_words=5)
     rows = {split: read_manifest(path) for split, path in manifests.items()}
     texts = {split: {e.text for e in entries} for split, entries in rows.items()}
     assert not texts["train"] & texts["test"] and not texts["train"] & texts["val"]
@@ -47,7 +49,7 @@ def test_synth_corpus_holds_out_voice_and_sentences(tmp_path):
 @needs_espeak
 def test_synth_corpus_mixes_espeak_voices_and_holds_out_a_variant(tmp_path):
     manifests = build_synth_corpus(tmp_path, train_size=6, val_size=1, test_size=2, max_words=4,
-                                   train_voices=("slt", "espeak:*"), test_voice="espeak:en-gb+m3")
+                                   train_voices=("slt", "espeak:*"), test_voice="espeak:en-gb+m3", dev_voice=None)
     voices = {split: [json.loads(line)["voice"] for line in path.read_text().splitlines()] for split, path in manifests.items()}
     assert voices["test"] == ["espeak:en-gb+m3"] * 2
     assert voices["train"][0::2] == ["slt"] * 3
@@ -57,11 +59,60 @@ def test_synth_corpus_mixes_espeak_voices_and_holds_out_a_variant(tmp_path):
             assert file.getframerate() == 16_000 and file.getnframes() > 8_000
 
 
+@needs_flite
+@needs_ked
+def test_synth_corpus_speaks_festival_voices_at_the_drawn_rate(tmp_path):
+    def corpus(out, slowness):
+        manifests = build_synth_corpus(out, train_size=2, val_size=1, test_size=1, max_words=5,
+                                       train_voices=("festival:ked",), test_voice="slt", dev_voice=None,
+                                       train_slowness=slowness)
+        return [json.loads(line) for line in manifests["train"].read_text().splitlines()]
+
+    normal, slow = corpus(tmp_path / "normal", (1.0, 1.0)), corpus(tmp_path / "slow", (1.5, 1.5))
+    assert [row["voice"] for row in normal] == ["festival:ked"] * 2
+    assert all(1.3 < s["duration"] / n["duration"] < 1.6 for s, n in zip(slow, normal))
+    for row in normal:  # festival's ked speaks at 16 kHz
+        with wave.open(str(tmp_path / "normal" / row["audio_filepath"])) as file:
+            assert file.getframerate() == 16_000 and file.getnframes() > 8_000
+
+
+@needs_flite
+@needs_ked
+def test_synth_dev_split_is_a_second_held_out_voice_on_new_sentences(tmp_path):
+    manifests = build_synth_corpus(tmp_path, train_size=3, val_size=1, test_size=2, dev_size=2, max_words=5,
+                                   train_voices=("kal",), test_voice="awb", dev_voice="festival:ked")
+    rows = {split: [json.loads(line) for line in path.read_text().splitlines()] for split, path in manifests.items()}
+    assert [row["voice"] for row in rows["dev"]] == ["festival:ked"] * 2
+    texts = [{row["text"] for row in split_rows} for split_rows in rows.values()]
+    assert sum(map(len, texts)) == len(set().union(*texts)) == 8  # every sentence in one split only
+    without_dev = build_synth_corpus(tmp_path / "no_dev", train_size=3, val_size=1, test_size=2, max_words=5,
+                                     train_voices=("kal",), test_voice="awb", dev_voice=None)
+    assert "dev" not in without_dev  # and the other splits are unchanged by the dev split:
+    assert [(e.text, e.duration) for e in read_manifest(without_dev["test"])] == \
+        [(e.text, e.duration) for e in read_manifest(manifests["test"])]
+
+
 def test_random_espeak_voices_cover_the_pool_except_the_held_out_variant():
-    drawn = {concrete_voice(parse_voice("espeak:*"), random.Random(i), "f2").name for i in range(3000)}
+    drawn = {concrete_voice(parse_voice("espeak:*"), random.Random(i), ("f2",)).name for i in range(3000)}
     accents = {name.split("+")[0] for name in drawn}
     variants = {name.split("+")[1] for name in drawn}
     assert accents == set(ESPEAK_ACCENTS) and variants == set(ESPEAK_VARIANTS) - {"f2"}
+
+
+@needs_flite
+def test_synth_speaking_rate_ranges_apply_to_their_splits(tmp_path):
+    def durations(out, train_slowness):
+        manifests = build_synth_corpus(out, train_size=2, val_size=1, test_size=1, train_voices=("kal",),
+                                       test_voice="awb", dev_voice=None, max_words=6, train_slowness=train_slowness,
+                                       test_slowness=(1.0, 1.0))
+        return {split: [e.duration for e in read_manifest(path)] for split, path in manifests.items()}
+
+    normal, slow = durations(tmp_path / "normal", (1.0, 1.0)), durations(tmp_path / "slow", (1.6, 1.6))
+    for split in ("train", "val"):  # same sentences and voice, spoken 1.6x as long (silences unchanged)
+        assert all(1.3 < s / n < 1.7 for s, n in zip(slow[split], normal[split]))
+    assert slow["test"] == normal["test"]
+    with pytest.raises(ValueError, match="train_slowness must be \\(low, high\\) with 0.5 <= low <= high"):
+        build_synth_corpus(tmp_path, train_slowness=(1.2, 0.9))
 
 
 def test_synth_rejects_bad_voices(tmp_path):
@@ -71,6 +122,12 @@ def test_synth_rejects_bad_voices(tmp_path):
         build_synth_corpus(tmp_path, train_voices=("espeak:en-xx+m1",))
     with pytest.raises(ValueError, match="must be held out"):
         build_synth_corpus(tmp_path, train_voices=("slt",), test_voice="flite:slt")
+    with pytest.raises(ValueError, match="dev_voice 'flite:slt' must be held out"):
+        build_synth_corpus(tmp_path, train_voices=("slt",), dev_voice="slt")
+    with pytest.raises(ValueError, match="dev_voice and test_voice must differ, both are 'flite:rms'"):
+        build_synth_corpus(tmp_path, dev_voice="rms")
+    with pytest.raises(ValueError, match="unknown festival voice 'kal': use one of ked"):
+        build_synth_corpus(tmp_path, train_voices=("festival:kal",))
     with pytest.raises(ValueError, match="one voice, not 'espeak:\\*'"):
         build_synth_corpus(tmp_path, test_voice="espeak:*")
 
@@ -81,6 +138,14 @@ def test_missing_flite_names_the_package(tmp_path, monkeypatch, capsys):
         data_main(["synth-speech", "--out", str(tmp_path / "c"), "--train_size", "1"])
     assert exit_info.value.code == 2
     assert "apt-get install -y flite" in capsys.readouterr().err
+
+
+@needs_flite
+def test_missing_festival_voice_names_its_package(tmp_path, monkeypatch):
+    monkeypatch.setitem(FESTIVAL_VOICES, "ked", ("voice_ked_diphone", "festvox-kdlpc16k", str(tmp_path / "none")))
+    monkeypatch.setattr(shutil, "which", lambda program: f"/usr/bin/{program}")  # festival itself "installed"
+    with pytest.raises(RuntimeError, match="none does not exist; install it with: sudo apt-get install -y festvox-kdlpc16k"):
+        build_synth_corpus(tmp_path / "c", train_size=1, val_size=1, test_size=1)
 
 
 @pytest.mark.skipif(not os.path.isdir(LIBRIVOX_DIR), reason="apt-get install pocketsphinx-testdata")
