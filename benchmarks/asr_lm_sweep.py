@@ -49,7 +49,7 @@ def sweep(args: argparse.Namespace) -> list[dict]:
     saved = torch.load(args.ckpt, map_location="cpu", weights_only=False).get("datamodule_hyper_parameters", {})
     features = {key: saved[key] for key in ("hop_ms", "n_mels", "keep_accents") if key in saved}
     data = SpeechData(args.train_manifest, test_manifest=args.manifest, vocabulary=characters,
-                      batch_size=args.batch_size, **features)
+                      batch_size=args.batch_size, test_warp=args.test_warp, **features)
     scores, references = acoustic_scores(task, data, args.limit)
     rows = []
     for order in args.orders:
@@ -71,7 +71,8 @@ def write_results(rows: list[dict], args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lines = [f"# CTC beam search ({args.beam_width} prefixes) with a character n-gram LM", "",
-             f"`{args.manifest}`, checkpoint `{args.ckpt}`; order 0 = no language model.", "",
+             f"`{args.manifest}` (filterbank warp {args.test_warp:g}), checkpoint `{args.ckpt}`; order 0 = no "
+             "language model.", "",
              "| order | weight | bonus | CER | WER |", "|---:|---:|---:|---:|---:|"]
     best = min(rows, key=lambda r: r["cer"])
     for r in rows:
@@ -93,10 +94,13 @@ def main() -> None:
     parser.add_argument("--beam-width", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--limit", type=int, default=None, help="decode only the first N utterances")
+    parser.add_argument("--test-warp", type=float, default=1.0, help="filterbank warp of the speaker (asr_vtln.py)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = parser.parse_args()
     if any(o < 0 for o in args.orders) or args.beam_width < 1:
         parser.error("orders must be >= 0 and --beam-width >= 1")
+    if not 0.7 <= args.test_warp <= 1.3:
+        parser.error(f"--test-warp must lie in [0.7, 1.3] (1 is no warp), got {args.test_warp}")
     if not Path(args.ckpt).is_file():
         parser.error(f"--ckpt {args.ckpt} is not a file (give an ASRTask checkpoint, e.g. lightning_logs/version_N/"
                      "checkpoints/best.ckpt)")

@@ -1,6 +1,6 @@
 """``lintf data ...``: commands that fetch or build corpora (arguments come from the builders' signatures).
 
-    lintf data synth-speech --out data/speech/synth       # flite + espeak-ng voices reading the KJV
+    lintf data synth-speech --out data/speech/synth       # flite, festival and espeak-ng voices reading the KJV
     lintf data librivox --out data/speech/librivox.jsonl  # 5 real LibriVox clips (pocketsphinx-testdata)
     lintf data fillets-cs --out data/speech/fillets_cs    # ~1.7 h real Czech (fillets-ng-data{,-cs})
 """

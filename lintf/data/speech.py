@@ -44,6 +44,7 @@ class Utterances(Dataset):
         augment: SpecAugment arguments (freq_masks, freq_width, time_masks, time_width), or None.
         keep_accents: keep non-ASCII letters in transcripts (see ``normalize_text``).
         vtlp: each utterance's filterbank is warped by a factor drawn from [1 - vtlp, 1 + vtlp]; 0 never.
+        warp: the filterbank warp of every utterance when ``vtlp`` is 0 (1: none).
         speed_perturb: each utterance is played faster or slower by a factor drawn from
             [1 - speed_perturb, 1 + speed_perturb]; 0 never.
     """
@@ -51,10 +52,10 @@ class Utterances(Dataset):
     def __init__(
         self, entries: list[ManifestEntry], vocabulary: CharVocabulary, features: LogMel,
         augment: tuple[int, int, int, int] | None = None, keep_accents: bool = False, vtlp: float = 0.0,
-        speed_perturb: float = 0.0,
+        speed_perturb: float = 0.0, warp: float = 1.0,
     ) -> None:
         self.entries, self.vocabulary, self.features, self.augment = entries, vocabulary, features, augment
-        self.keep_accents, self.vtlp, self.speed_perturb = keep_accents, vtlp, speed_perturb
+        self.keep_accents, self.vtlp, self.speed_perturb, self.warp = keep_accents, vtlp, speed_perturb, warp
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -69,7 +70,7 @@ class Utterances(Dataset):
             waveform = resample(waveform, rate, SAMPLE_RATE)
             if self.speed_perturb:
                 waveform = change_speed(waveform, SAMPLE_RATE, random_factor(self.speed_perturb))
-            warp = random_factor(self.vtlp) if self.vtlp else 1.0
+            warp = random_factor(self.vtlp) if self.vtlp else self.warp
             features = normalize_utterance(self.features(waveform, warp))
         if self.augment is not None:
             features = spec_augment(features, *self.augment)
@@ -105,6 +106,9 @@ class SpeechData(SplitDataModule):
         speed_perturb: speed perturbation of training audio: each utterance is resampled to play
             faster or slower (tempo and pitch together) by a random factor in
             [1 - speed_perturb, 1 + speed_perturb]; 0 disables it.
+        test_warp: test-time vocal tract length normalisation: the filterbank of every test and
+            predict utterance is warped by this factor (1: none). Choose it per speaker with
+            ``benchmarks/asr_vtln.py``, which needs no transcripts.
         spec_augment: mask random frequency bands and time spans of training features.
         freq_masks: SpecAugment frequency masks per utterance.
         freq_width: widest frequency mask in mel bins.
@@ -130,6 +134,7 @@ class SpeechData(SplitDataModule):
         hop_ms: float = 10.0,
         vtlp: float = 0.0,
         speed_perturb: float = 0.0,
+        test_warp: float = 1.0,
         spec_augment: bool = True,
         freq_masks: int = 2,
         freq_width: int = 15,
@@ -151,6 +156,8 @@ class SpeechData(SplitDataModule):
             raise ValueError(f"SpeechData: vtlp must be in [0, 0.3] (0.1 is usual), got {vtlp}")
         if not 0.0 <= speed_perturb <= 0.3:
             raise ValueError(f"SpeechData: speed_perturb must be in [0, 0.3] (0.1 is usual), got {speed_perturb}")
+        if not 0.7 <= test_warp <= 1.3:
+            raise ValueError(f"SpeechData: test_warp must be in [0.7, 1.3] (1 is no warp), got {test_warp}")
         self.save_hyperparameters()
         self.manifests = {"train": train_manifest, "val": val_manifest, "dev": dev_manifest, "test": test_manifest,
                           "predict": predict_manifest or test_manifest}
@@ -218,8 +225,9 @@ class SpeechData(SplitDataModule):
         """The utterances of ``split`` ("train", "val", "test" or "predict")."""
         augment = self.augment if split == "train" else None
         train = split == "train"
+        warp = self.hparams.test_warp if split in ("test", "predict") else 1.0
         return Utterances(self.split_entries(split), self.vocabulary, self.features, augment, self.hparams.keep_accents,
-                          self.hparams.vtlp if train else 0.0, self.hparams.speed_perturb if train else 0.0)
+                          self.hparams.vtlp if train else 0.0, self.hparams.speed_perturb if train else 0.0, warp)
 
     def val_dataloader(self) -> DataLoader | list[DataLoader]:
         """The validation loader, and the dev manifest's loader after it if one is given."""

@@ -1,9 +1,10 @@
 """Build an English speech corpus with exact transcripts by synthesising sentences.
 
-Voices are flite's and espeak-ng's (accents x voice variants; see ``lintf.speech.voices``).
+Voices are flite's, festival's and espeak-ng's (accents x voice variants; see ``lintf.speech.voices``).
 Training and validation use the training voices with random speaking rate and pitch; the test
-set is spoken by a held-out voice, on sentences that appear in no other split. Every file is
-written as 16 kHz mono wav, listed in ``train.jsonl``, ``val.jsonl`` and ``test.jsonl``.
+set is spoken by a held-out voice, and the dev set by a second held-out voice (for choices that
+must hold for unseen voices), each on sentences that appear in no other split. Every file is
+written as 16 kHz mono wav, listed in ``train.jsonl``, ``val.jsonl``, ``test.jsonl`` and ``dev.jsonl``.
 """
 
 from __future__ import annotations

@@ -35,6 +35,9 @@ def test_sweep_table_and_zero_weight_matches_plain_beam(corpus, tmp_path):
     failed = subprocess.run([sys.executable, str(REPO / "benchmarks" / "asr_lm_sweep.py"), "--ckpt", "x.ckpt",
                              "--orders", "-1"], capture_output=True, text=True, cwd=tmp_path)
     assert failed.returncode == 2 and "orders must be >= 0" in failed.stderr
+    warped = subprocess.run([sys.executable, str(REPO / "benchmarks" / "asr_lm_sweep.py"), "--ckpt", "x.ckpt",
+                            "--test-warp", "2"], capture_output=True, text=True, cwd=tmp_path)
+    assert warped.returncode == 2 and "--test-warp must lie in [0.7, 1.3]" in warped.stderr
     missing = subprocess.run([sys.executable, str(REPO / "benchmarks" / "asr_lm_sweep.py"), "--ckpt", "missing.ckpt"],
                              capture_output=True, text=True, cwd=tmp_path)
     assert missing.returncode == 2 and "--ckpt missing.ckpt is not a file" in missing.stderr

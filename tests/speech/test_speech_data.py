@@ -12,8 +12,8 @@ from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, Rando
 
 from lintf.data.speech import SpeechData
 from lintf.data.speech_batches import BucketBatchSampler
-from lintf.speech.audio import AudioError
-from lintf.speech.features import LogMel
+from lintf.speech.audio import AudioError, load_audio
+from lintf.speech.features import LogMel, normalize_utterance
 from lintf.speech.subsampling import subsampled_lengths
 
 
@@ -131,6 +131,18 @@ def test_vtlp_warps_training_features_only(corpus):
         assert a.shape == b.shape and (not torch.equal(a, b)) == differs
     with pytest.raises(ValueError, match=r"vtlp must be in \[0, 0.3\]"):
         make(corpus, vtlp=0.5)
+
+
+def test_test_warp_warps_test_and_predict_features_by_exactly_that_factor(corpus):
+    plain, warped = make(corpus, spec_augment=False), make(corpus, spec_augment=False, test_warp=1.15)
+    for split in ("train", "val", "test", "predict"):
+        a, b = plain.dataset(split)[0]["features"], warped.dataset(split)[0]["features"]
+        assert torch.equal(a, b) == (split in ("train", "val"))
+    waveform, _ = load_audio(warped.dataset("test").entries[0].audio_filepath)  # the corpus is 16 kHz already
+    expected = normalize_utterance(LogMel(16_000, 80)(waveform, 1.15))
+    torch.testing.assert_close(warped.dataset("test")[0]["features"], expected)
+    with pytest.raises(ValueError, match=r"test_warp must be in \[0.7, 1.3\]"):
+        make(corpus, test_warp=1.5)
 
 
 def test_speed_perturbation_changes_training_durations_only(corpus):
