@@ -63,6 +63,26 @@ def plan(sentences: list[str], voices: list[Voice], split: str, out: Path, rng: 
     ]
 
 
+def check_held_out(voices: list[Voice], test: Voice, dev: Voice | None) -> None:
+    """ValueError unless the test (and dev) voice is one concrete voice, not a training voice, and they differ."""
+    for name, voice in (("test_voice", test), ("dev_voice", dev)):
+        if voice is not None and voice.name == "*":
+            raise ValueError(f"{name} must be one voice, not 'espeak:*'")
+        if voice in voices:
+            raise ValueError(f"{name} {voice.spec!r} must be held out, but it is among train_voices "
+                             f"{[v.spec for v in voices]}")
+    if dev == test:
+        raise ValueError(f"dev_voice and test_voice must differ, both are {test.spec!r}")
+
+
+def required_programs(voices: list[Voice]) -> dict[str, str]:
+    """Engine -> program path for ``voices``; RuntimeError naming the Debian package of a missing program or voice."""
+    programs = {voice.engine: require_program(PROGRAMS[voice.engine], PACKAGES[voice.engine]) for voice in voices}
+    for voice in {v for v in voices if v.engine == "festival"}:
+        require_path(FESTIVAL_VOICES[voice.name][2], FESTIVAL_VOICES[voice.name][1])
+    return programs
+
+
 def build_synth_corpus(
     out: str | Path,
     train_size: int = 8000,
@@ -104,20 +124,11 @@ def build_synth_corpus(
     """
     voices, held_out = [parse_voice(spec) for spec in train_voices], parse_voice(test_voice)
     dev = parse_voice(dev_voice) if dev_voice is not None and dev_size > 0 else None
-    for name, voice in (("test_voice", held_out), ("dev_voice", dev)):
-        if voice is not None and voice.name == "*":
-            raise ValueError(f"{name} must be one voice, not 'espeak:*'")
-        if voice in voices:
-            raise ValueError(f"{name} {voice.spec!r} must be held out, but it is among train_voices {list(train_voices)}")
-    if dev == held_out:
-        raise ValueError(f"dev_voice and test_voice must differ, both are {held_out.spec!r}")
+    check_held_out(voices, held_out, dev)
     for name, (low, high) in {"train_slowness": train_slowness, "test_slowness": test_slowness}.items():
         if not 0.5 <= low <= high <= 2.0:
             raise ValueError(f"{name} must be (low, high) with 0.5 <= low <= high <= 2.0, got {(low, high)}")
-    every_voice = [*voices, held_out] + ([dev] if dev else [])
-    programs = {voice.engine: require_program(PROGRAMS[voice.engine], PACKAGES[voice.engine]) for voice in every_voice}
-    for voice in {v for v in every_voice if v.engine == "festival"}:
-        require_path(FESTIVAL_VOICES[voice.name][2], FESTIVAL_VOICES[voice.name][1])
+    programs = required_programs([*voices, held_out] + ([dev] if dev else []))
     out = Path(out)
     counts = {"train": train_size, "val": val_size, "test": test_size} | ({"dev": dev_size} if dev else {})
     sentences = split_sentences(clauses(kjv_path(), min_words, max_words), counts, seed)
