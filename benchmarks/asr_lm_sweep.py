@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import sys
 from pathlib import Path
 
 import torch
@@ -26,6 +27,9 @@ from lintf.speech.char_lm import CharNGram, LanguageModelScorer
 from lintf.speech.decoding import prefix_beam_search
 from lintf.speech.text import CharVocabulary
 from lintf.tasks.asr import ASRTask
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from asr_checkpoint import load_asr_checkpoint, require_checkpoint  # noqa: E402
 
 
 def acoustic_scores(task: ASRTask, data: SpeechData, limit: int | None) -> tuple[list[torch.Tensor], list[str]]:
@@ -42,12 +46,8 @@ def acoustic_scores(task: ASRTask, data: SpeechData, limit: int | None) -> tuple
 
 
 def sweep(args: argparse.Namespace) -> list[dict]:
-    task = ASRTask.load_from_checkpoint(args.ckpt, map_location="cpu", weights_only=False).eval()
-    if task.vocabulary is None:
-        raise SystemExit(f"{args.ckpt} holds no vocabulary: is it an ASRTask checkpoint?")
+    task, features = load_asr_checkpoint(args.ckpt)
     characters = task.vocabulary.characters
-    saved = torch.load(args.ckpt, map_location="cpu", weights_only=False).get("datamodule_hyper_parameters", {})
-    features = {key: saved[key] for key in ("hop_ms", "n_mels", "keep_accents") if key in saved}
     data = SpeechData(args.train_manifest, test_manifest=args.manifest, vocabulary=characters,
                       batch_size=args.batch_size, test_warp=args.test_warp, **features)
     scores, references = acoustic_scores(task, data, args.limit)
@@ -101,9 +101,7 @@ def main() -> None:
         parser.error("orders must be >= 0 and --beam-width >= 1")
     if not 0.7 <= args.test_warp <= 1.3:
         parser.error(f"--test-warp must lie in [0.7, 1.3] (1 is no warp), got {args.test_warp}")
-    if not Path(args.ckpt).is_file():
-        parser.error(f"--ckpt {args.ckpt} is not a file (give an ASRTask checkpoint, e.g. lightning_logs/version_N/"
-                     "checkpoints/best.ckpt)")
+    require_checkpoint(parser, args.ckpt)
     write_results(sweep(args), args)
 
 

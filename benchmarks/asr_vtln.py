@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import torch
@@ -26,6 +27,9 @@ from torchmetrics.functional.text import char_error_rate, word_error_rate
 from lintf.data.speech import SpeechData
 from lintf.speech.vtln import best_path_log_prob, choose_warp
 from lintf.tasks.asr import ASRTask
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from asr_checkpoint import load_asr_checkpoint, require_checkpoint  # noqa: E402
 
 
 def score_warp(task: ASRTask, data: SpeechData) -> dict[str, float]:
@@ -42,11 +46,7 @@ def score_warp(task: ASRTask, data: SpeechData) -> dict[str, float]:
 
 
 def sweep(args: argparse.Namespace) -> tuple[list[dict], float]:
-    task = ASRTask.load_from_checkpoint(args.ckpt, map_location="cpu", weights_only=False).eval()
-    if task.vocabulary is None:
-        raise SystemExit(f"{args.ckpt} holds no vocabulary: is it an ASRTask checkpoint?")
-    saved = torch.load(args.ckpt, map_location="cpu", weights_only=False).get("datamodule_hyper_parameters", {})
-    features = {key: saved[key] for key in ("hop_ms", "n_mels", "keep_accents") if key in saved}
+    task, features = load_asr_checkpoint(args.ckpt)
     rows = []
     for warp in args.warps:
         data = SpeechData(test_manifest=args.manifest, vocabulary=task.vocabulary.characters,
@@ -83,9 +83,7 @@ def main() -> None:
     args = parser.parse_args()
     if not all(0.7 <= warp <= 1.3 for warp in args.warps):
         parser.error(f"--warps must lie in [0.7, 1.3], got {args.warps}")
-    if not Path(args.ckpt).is_file():
-        parser.error(f"--ckpt {args.ckpt} is not a file (give an ASRTask checkpoint, e.g. lightning_logs/version_N/"
-                     "checkpoints/best.ckpt)")
+    require_checkpoint(parser, args.ckpt)
     write_results(*sweep(args), args)
 
 

@@ -26,7 +26,6 @@ from lintf.speech.subsampling import subsampled_lengths
 from lintf.speech.text import CharVocabulary, normalize_text
 
 SAMPLE_RATE = 16_000
-SPLITS = ("train", "val", "dev", "test", "predict")
 
 
 def random_factor(spread: float) -> float:

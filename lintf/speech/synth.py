@@ -133,6 +133,7 @@ def build_synth_corpus(
     counts = {"train": train_size, "val": val_size, "test": test_size} | ({"dev": dev_size} if dev else {})
     sentences = split_sentences(clauses(kjv_path(), min_words, max_words), counts, seed)
     held_out_voices = {"test": held_out, "dev": dev}
+    excluded = [v.name.partition("+")[2] for v in (held_out, dev) if v is not None]  # espeak variants kept out
     rng = random.Random(seed + 1)
     manifests = {}
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -140,7 +141,6 @@ def build_synth_corpus(
             (out / split).mkdir(parents=True, exist_ok=True)
             speakers, slowness = ([held_out_voices[split]], test_slowness) if split in held_out_voices else \
                 (voices, train_slowness)
-            excluded = [v.name.partition("+")[2] for v in (held_out, dev) if v is not None]
             utterances = plan(texts, speakers, split, out, rng, slowness, excluded)
             rows = list(pool.map(lambda u: synthesize(u, programs), utterances))
             manifests[split] = out / f"{split}.jsonl"
