@@ -66,12 +66,14 @@ def max_time(minutes: float) -> str:
 def train_and_test(name: str, args: argparse.Namespace) -> dict:
     root = Path(args.out) / "runs" / name
     dev = Path(args.corpus) / "dev.jsonl"  # the second held-out voice, if the corpus has one
+    lm_text = Path(args.corpus) / "lm.txt"  # the corpus's language-model text, else the training transcripts
     cli = LintfCLI(run=False, args=[
         "--config", str(REPO / "configs" / "asr_synth.yaml"), *VARIANTS[name],
         "--data.init_args.train_manifest", f"{args.corpus}/train.jsonl",
         "--data.init_args.val_manifest", f"{args.corpus}/val.jsonl",
         "--data.init_args.test_manifest", f"{args.corpus}/test.jsonl",
         "--data.init_args.dev_manifest", str(dev) if dev.is_file() else "null",
+        "--model.init_args.lm_text", str(lm_text) if lm_text.is_file() else "null",
         "--model.init_args.lr_scheduler", "torch.optim.lr_scheduler.LinearLR",
         "--model.init_args.lr_scheduler.init_args.start_factor", "0.01",
         "--model.init_args.lr_scheduler.init_args.total_iters", str(args.warmup),

@@ -6,8 +6,9 @@ log-probabilities. Tune on the validation manifest, then test the chosen setting
     python benchmarks/asr_lm_sweep.py --ckpt CKPT --manifest data/speech/synth/val.jsonl
     lintf test --config configs/asr_synth.yaml --ckpt_path CKPT --model.init_args.lm_order 6 ...
 
-The language model is built from the transcripts of ``--train-manifest`` (the model's training
-text); the features (``hop_ms``, ``n_mels``) are those saved with the checkpoint's data module.
+The language model is built from ``--lm-text`` (one sentence per line, e.g. the corpus's lm.txt) or
+else the transcripts of ``--train-manifest`` (the model's training text); the features (``hop_ms``,
+``n_mels``) are those saved with the checkpoint's data module.
 Writes ``asr_lm_sweep.md`` and ``.json`` under ``--out`` and prints the table.
 """
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import sys
 from pathlib import Path
 
@@ -23,13 +23,14 @@ import torch
 from torchmetrics.functional.text import char_error_rate, word_error_rate
 
 from lintf.data.speech import SpeechData
-from lintf.speech.char_lm import CharNGram, LanguageModelScorer
+from lintf.speech.char_lm import CharNGram, LanguageModelScorer, read_lm_text
 from lintf.speech.decoding import prefix_beam_search
 from lintf.speech.text import CharVocabulary
 from lintf.tasks.asr import ASRTask
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from asr_checkpoint import load_asr_checkpoint, require_checkpoint  # noqa: E402
+from measure import write_report  # noqa: E402
 
 
 def acoustic_scores(task: ASRTask, data: SpeechData, limit: int | None) -> tuple[list[torch.Tensor], list[str]]:
@@ -51,9 +52,10 @@ def sweep(args: argparse.Namespace) -> list[dict]:
     data = SpeechData(args.train_manifest, test_manifest=args.manifest, vocabulary=characters,
                       batch_size=args.batch_size, test_warp=args.test_warp, **features)
     scores, references = acoustic_scores(task, data, args.limit)
+    text = read_lm_text(args.lm_text, characters) if args.lm_text else data.transcripts("train")
     rows = []
     for order in args.orders:
-        lm = CharNGram(data.transcripts("train"), order, characters) if order else None
+        lm = CharNGram(text, order, characters) if order else None
         settings = itertools.product(args.weights, args.bonuses) if order else [(0.0, 0.0)]
         for weight, bonus in settings:
             scorer = LanguageModelScorer(lm, characters, weight, bonus) if lm else None
@@ -68,19 +70,15 @@ def sweep(args: argparse.Namespace) -> list[dict]:
 
 
 def write_results(rows: list[dict], args: argparse.Namespace) -> None:
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     lines = [f"# CTC beam search ({args.beam_width} prefixes) with a character n-gram LM", "",
-             f"`{args.manifest}` (filterbank warp {args.test_warp:g}), checkpoint `{args.ckpt}`; order 0 = no "
-             "language model.", "",
+             f"`{args.manifest}` (filterbank warp {args.test_warp:g}), checkpoint `{args.ckpt}`; LM text "
+             f"`{args.lm_text or args.train_manifest + ' transcripts'}`; order 0 = no language model.", "",
              "| order | weight | bonus | CER | WER |", "|---:|---:|---:|---:|---:|"]
     best = min(rows, key=lambda r: r["cer"])
     for r in rows:
         mark = " **(best CER)**" if r is best else ""
         lines.append(f"| {r['order']} | {r['weight']:g} | {r['bonus']:g} | {r['cer']:.3f}{mark} | {r['wer']:.3f} |")
-    (out / "asr_lm_sweep.md").write_text("\n".join(lines) + "\n")
-    (out / "asr_lm_sweep.json").write_text(json.dumps({"settings": vars(args), "results": rows}, indent=2))
-    print("\n".join(lines))
+    write_report(args.out, "asr_lm_sweep", lines, {"settings": vars(args), "results": rows})
 
 
 def main() -> None:
@@ -88,6 +86,8 @@ def main() -> None:
     parser.add_argument("--ckpt", required=True, help="ASRTask checkpoint")
     parser.add_argument("--manifest", default="data/speech/synth/val.jsonl", help="manifest decoded (tune on val)")
     parser.add_argument("--train-manifest", default="data/speech/synth/train.jsonl", help="text of the LM")
+    parser.add_argument("--lm-text", default=None, help="text of the LM, one sentence per line (default: the "
+                        "training transcripts)")
     parser.add_argument("--orders", type=int, nargs="+", default=[0, 4, 6, 8])
     parser.add_argument("--weights", type=float, nargs="+", default=[0.3, 0.5, 0.8])
     parser.add_argument("--bonuses", type=float, nargs="+", default=[0.0, 1.0, 2.0])

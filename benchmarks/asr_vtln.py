@@ -17,7 +17,6 @@ Writes ``asr_vtln.md`` and ``.json`` under ``--out`` and prints the table.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from lintf.tasks.asr import ASRTask
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from asr_checkpoint import load_asr_checkpoint, require_checkpoint  # noqa: E402
+from measure import write_report  # noqa: E402
 
 
 def score_warp(task: ASRTask, data: SpeechData) -> dict[str, float]:
@@ -57,8 +57,6 @@ def sweep(args: argparse.Namespace) -> tuple[list[dict], float]:
 
 
 def write_results(rows: list[dict], chosen: float, args: argparse.Namespace) -> None:
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     lines = ["# Test-time VTLN: filterbank warp of one speaker", "",
              f"`{args.manifest}`, checkpoint `{args.ckpt}`. Score: the best CTC path's mean log-probability per",
              "frame (no transcripts); the highest is chosen. CER/WER: greedy, shown to check the criterion.", "",
@@ -67,9 +65,7 @@ def write_results(rows: list[dict], chosen: float, args: argparse.Namespace) -> 
         mark = " **(chosen)**" if r["warp"] == chosen else ""
         lines.append(f"| {r['warp']:g}{mark} | {r['score']:.4f} | {r['cer']:.3f} | {r['wer']:.3f} |")
     lines += ["", f"chosen warp: {chosen:g}; decode with `--data.init_args.test_warp {chosen:g}`"]
-    (out / "asr_vtln.md").write_text("\n".join(lines) + "\n")
-    (out / "asr_vtln.json").write_text(json.dumps({"settings": vars(args), "results": rows, "chosen": chosen}, indent=2))
-    print("\n".join(lines))
+    write_report(args.out, "asr_vtln", lines, {"settings": vars(args), "results": rows, "chosen": chosen})
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Timing and peak-memory helpers shared by the benchmark scripts.
+"""Timing and peak-memory helpers shared by the benchmark scripts, and their report writer.
 
 Peak memory on the CPU has no allocator counters, so it is read from the kernel: the
 high-water mark of resident memory (VmHWM, reset through /proc/self/clear_refs before the
@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 
@@ -74,3 +75,12 @@ def run_isolated(script: str, *args: str, timeout: float | None = 1800) -> dict[
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def write_report(out: str | Path, name: str, lines: list[str], payload: dict[str, Any]) -> None:
+    """Write ``out/name.md`` (the markdown ``lines``) and ``out/name.json`` (``payload``), and print the markdown."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
+    (out / f"{name}.json").write_text(json.dumps(payload, indent=2))
+    print("\n".join(lines))

@@ -12,6 +12,9 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from functools import lru_cache
+from pathlib import Path
+
+from lintf.speech.text import normalize_text
 
 START, END = "\x02", "\x03"  # never in normalised transcripts
 
@@ -70,6 +73,30 @@ class CharNGram:
     def sentence_log_prob(self, text: str) -> float:
         """log P(text followed by the end of the sentence)."""
         return sum(self.score(text[:i], c) for i, c in enumerate(text)) + self.score(text, END)
+
+
+def read_lm_text(path: str | Path, alphabet: str) -> list[str]:
+    """The sentences of a language-model text file (one per line, normalised like transcripts).
+
+    ValueError naming the file and line of a sentence with characters outside ``alphabet`` (the
+    model's vocabulary), or if the file holds no sentence.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"language-model text {path} does not exist (`lintf data synth-speech` writes lm.txt "
+                                "beside the manifests; or set lm_text to null to use the training transcripts)")
+    keep_accents = not alphabet.isascii()
+    allowed, sentences = set(alphabet), []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        text = normalize_text(line, keep_accents)
+        unknown = set(text) - allowed
+        if unknown:
+            raise ValueError(f"{path}:{number}: characters {sorted(unknown)} are not in the model's vocabulary {alphabet!r}")
+        if text:
+            sentences.append(text)
+    if not sentences:
+        raise ValueError(f"language-model text {path} holds no sentence")
+    return sentences
 
 
 class LanguageModelScorer:

@@ -20,11 +20,12 @@ from pathlib import Path
 from lintf.speech.audio import load_audio, write_wav
 from lintf.speech.manifest import write_manifest
 from lintf.speech.resample import resample
-from lintf.speech.sentences import clauses, split_sentences
+from lintf.speech.sentences import clauses, language_model_text, split_sentences
 from lintf.speech.system_tools import kjv_path, require_path, require_program
 from lintf.speech.voices import FESTIVAL_VOICES, PACKAGES, PROGRAMS, Voice, command, concrete_voice, parse_voice
 
 SAMPLE_RATE = 16_000
+LM_TEXT = "lm.txt"  # the language-model text written beside the manifests
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,9 @@ def build_synth_corpus(
 ) -> dict[str, Path]:
     """Synthesise the corpus into ``out``; returns the manifest path of each split.
 
+    Also writes ``out/lm.txt``, the text of a language model (``ASRTask(lm_text=...)``): every
+    clause of the KJV except those of the verses the val, test and dev sentences were cut from.
+
     Args:
         out: output directory (created; existing files are overwritten).
         train_size: training utterances (training voices).
@@ -145,4 +149,6 @@ def build_synth_corpus(
             rows = list(pool.map(lambda u: synthesize(u, programs), utterances))
             manifests[split] = out / f"{split}.jsonl"
             write_manifest(manifests[split], rows)
+    held_out_sentences = [text for split, texts in sentences.items() if split != "train" for text in texts]
+    (out / LM_TEXT).write_text("\n".join(language_model_text(kjv_path(), held_out_sentences)) + "\n", encoding="utf-8")
     return manifests

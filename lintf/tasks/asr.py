@@ -13,7 +13,7 @@ from torchmetrics.functional.text import char_error_rate, word_error_rate
 from torchmetrics.text import CharErrorRate, WordErrorRate
 
 from lintf.attention.base import State
-from lintf.speech.char_lm import CharNGram, LanguageModelScorer
+from lintf.speech.char_lm import CharNGram, LanguageModelScorer, read_lm_text
 from lintf.speech.context import ConvContext
 from lintf.speech.decoding import beam_decode, greedy_decode
 from lintf.speech.subsampling import Conv2dSubsampling, subsampled_lengths
@@ -54,7 +54,10 @@ class ASRTask(TransformerTask):
             (validation is always greedy, for speed).
         beam_width: prefixes kept by the beam search.
         lm_order: order of a character n-gram language model fused into the beam search
-            (``lintf.speech.char_lm``), built from the training manifest's transcripts; 0 for none.
+            (``lintf.speech.char_lm``), built from ``lm_text``; 0 for none.
+        lm_text: text file of the language model, one sentence per line (e.g. the ``lm.txt`` that
+            ``lintf data synth-speech`` writes: the book without the evaluation sentences); None
+            uses the training manifest's transcripts.
         lm_weight: weight of the language model's log-probabilities in the beam search.
         lm_bonus: score added per emitted character (balances the model's bias towards short output).
         optimizer: optimizer class and arguments.
@@ -63,7 +66,7 @@ class ASRTask(TransformerTask):
 
     prediction_metrics = ("cer", "wer")
     # Decoding options: ``lintf test/predict --ckpt_path`` takes them from the command line, not the checkpoint.
-    inference_options = ("decoder", "beam_width", "lm_order", "lm_weight", "lm_bonus")
+    inference_options = ("decoder", "beam_width", "lm_order", "lm_text", "lm_weight", "lm_bonus")
 
     def __init__(
         self,
@@ -87,6 +90,7 @@ class ASRTask(TransformerTask):
         decoder: Literal["greedy", "beam"] = "greedy",
         beam_width: int = 8,
         lm_order: int = 0,
+        lm_text: str | None = None,
         lm_weight: float = 0.5,
         lm_bonus: float = 1.0,
         optimizer: OptimizerCallable = torch.optim.AdamW,
@@ -127,13 +131,17 @@ class ASRTask(TransformerTask):
             self.scorer = self.language_model(datamodule)
 
     def language_model(self, datamodule: Any) -> LanguageModelScorer:
-        """The character n-gram of the training transcripts, weighted for the beam search."""
+        """The character n-gram of ``lm_text`` or the training transcripts, weighted for the beam search."""
         transcripts = getattr(datamodule, "transcripts", None)
-        if transcripts is None or datamodule.manifests.get("train") is None or self.vocabulary is None:
-            raise ValueError("lm_order > 0 builds the language model from the training manifest: give "
-                             "--data.init_args.train_manifest, or set --model.init_args.lm_order 0")
-        lm = CharNGram(transcripts("train"), self.hparams.lm_order, self.vocabulary.characters)
-        return LanguageModelScorer(lm, self.vocabulary.characters, self.hparams.lm_weight, self.hparams.lm_bonus)
+        has_training_text = transcripts is not None and datamodule.manifests.get("train") is not None
+        if self.vocabulary is None or (self.hparams.lm_text is None and not has_training_text):
+            raise ValueError("lm_order > 0 builds the language model from lm_text or the training manifest: give "
+                             "--model.init_args.lm_text or --data.init_args.train_manifest, or set "
+                             "--model.init_args.lm_order 0")
+        characters = self.vocabulary.characters
+        text = read_lm_text(self.hparams.lm_text, characters) if self.hparams.lm_text else transcripts("train")
+        lm = CharNGram(text, self.hparams.lm_order, characters)
+        return LanguageModelScorer(lm, characters, self.hparams.lm_weight, self.hparams.lm_bonus)
 
     def forward(self, features: Tensor, feature_lengths: Tensor) -> tuple[Tensor, Tensor]:
         """Per-frame label log-probabilities.

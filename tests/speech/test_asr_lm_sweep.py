@@ -32,6 +32,12 @@ def test_sweep_table_and_zero_weight_matches_plain_beam(corpus, tmp_path):
     assert [(r["order"], r["weight"]) for r in rows] == [(0, 0.0), (3, 0.0), (3, 0.5)]
     assert rows[1]["cer"] == rows[0]["cer"] and rows[1]["wer"] == rows[0]["wer"]  # weight 0, bonus 0: no change
     assert "| 3 | 0.5 | 0 |" in (out / "asr_lm_sweep.md").read_text()
+    (tmp_path / "lm.txt").write_text("dab cab\n")
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "asr_lm_sweep.py"), "--ckpt", str(tmp_path / "asr.ckpt"),
+                    "--manifest", str(corpus["val"]), "--train-manifest", str(corpus["train"]), "--lm-text", "lm.txt",
+                    "--orders", "3", "--weights", "0.5", "--bonuses", "0", "--limit", "2", "--out", str(out)],
+                   check=True, capture_output=True, cwd=tmp_path)
+    assert "LM text `lm.txt`" in (out / "asr_lm_sweep.md").read_text()
     failed = subprocess.run([sys.executable, str(REPO / "benchmarks" / "asr_lm_sweep.py"), "--ckpt", "x.ckpt",
                              "--orders", "-1"], capture_output=True, text=True, cwd=tmp_path)
     assert failed.returncode == 2 and "orders must be >= 0" in failed.stderr

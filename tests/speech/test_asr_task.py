@@ -1,5 +1,6 @@
 """ASRTask: shapes, padding invariance, CTC training, vocabulary in checkpoints, the CLI config."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -77,18 +78,24 @@ def test_language_model_comes_from_training_transcripts(corpus, tmp_path):
     sentence = data.transcripts("train")[0]
     assert task.scorer.weight == 0.8 and lm.order == 4
     assert lm.sentence_log_prob(sentence) > lm.sentence_log_prob(sentence[::-1]) + 5
-    with pytest.raises(ValueError, match="builds the language model from the training manifest"):
+    with pytest.raises(ValueError, match="builds the language model from lm_text or the training manifest"):
         task.language_model(SpeechData(vocabulary=data.vocabulary.characters))
+    (tmp_path / "lm.txt").write_text("bad cab\n" * 5)
+    task.hparams.lm_text = str(tmp_path / "lm.txt")  # a text file instead: no training manifest needed
+    lm = task.language_model(SpeechData(vocabulary=data.vocabulary.characters)).lm
+    assert lm.sentence_log_prob("bad cab") > lm.sentence_log_prob(sentence) + 5
     with pytest.raises(ValueError, match="lm_order and lm_weight must be >= 0"):
         ASRTask(vocab_size=6, max_length=4, lm_order=-1)
 
 
 def asr_args(config: str, corpus, root: Path) -> list[str]:
+    lm_text = root / "lm.txt"  # the configs' lm_text is the synthetic corpus's; these tests use the tone corpus
+    lm_text.write_text("".join(json.loads(line)["text"] + "\n" for line in corpus["train"].read_text().splitlines()))
     return [
         "--config", str(REPO / "configs" / config),
         "--data.init_args.train_manifest", str(corpus["train"]), "--data.init_args.val_manifest", str(corpus["val"]),
         "--data.init_args.test_manifest", str(corpus["test"]), "--data.init_args.dev_manifest", str(corpus["test"]),
-        "--data.init_args.batch_size", "3",
+        "--data.init_args.batch_size", "3", "--model.init_args.lm_text", str(lm_text),
         "--data.init_args.num_workers", "0",
         "--model.init_args.d_model", "16", "--model.init_args.n_layers", "1", "--model.init_args.n_heads", "2",
         "--model.init_args.conv_channels", "4",
@@ -123,3 +130,7 @@ def test_checkpoint_gives_the_architecture_and_the_command_line_the_decoder(corp
     assert cli.model.hparams.decoder == "greedy" and cli.model.hparams.lm_order == 0 and cli.model.scorer is None
     cli = LintfCLI(args=[*test_args, "--model.init_args.lm_order", "3", "--model.init_args.lm_weight", "0.7"])
     assert cli.model.hparams.decoder == "beam" and cli.model.scorer.lm.order == 3 and cli.model.scorer.weight == 0.7
+    other_text = tmp_path / "other.txt"
+    other_text.write_text("dab dab dab\n")
+    cli = LintfCLI(args=[*test_args, "--model.init_args.lm_text", str(other_text)])  # the command line's, not the fit's
+    assert cli.model.hparams.lm_text == str(other_text) and cli.model.scorer.lm.totals[""] == len("dab dab dab") + 1

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from lintf.speech.char_lm import END, CharNGram, LanguageModelScorer
+from lintf.speech.char_lm import END, CharNGram, LanguageModelScorer, read_lm_text
 from lintf.speech.decoding import prefix_beam_search
 from tests.speech.ctc_brute_force import label_sequence_probabilities
 
@@ -68,3 +68,16 @@ def test_language_model_picks_the_known_word_when_sound_is_ambiguous():
     log_probs = (probs / probs.sum(-1, keepdim=True)).log()
     scorer = LanguageModelScorer(lm, characters, weight=1.0, bonus=0.0)
     assert [characters[i - 1] for i in prefix_beam_search(log_probs, 8, scorer=scorer)] == list("bat")
+
+
+def test_read_lm_text_normalises_lines_and_names_a_bad_one(tmp_path):
+    path = tmp_path / "lm.txt"
+    path.write_text("And GOD said,\n\n  let there be light \n")
+    assert read_lm_text(path, " abcdefghijklmnopqrstuvwxyz'") == ["and god said", "let there be light"]
+    with pytest.raises(ValueError, match=r"lm.txt:1: characters \['n', 's'\] are not in the model's vocabulary"):
+        read_lm_text(path, " abcdefghijklmopqrtuvwxyz")
+    path.write_text("\n ,\n")
+    with pytest.raises(ValueError, match="holds no sentence"):
+        read_lm_text(path, "ab ")
+    with pytest.raises(FileNotFoundError, match="missing.txt does not exist"):
+        read_lm_text(tmp_path / "missing.txt", "ab ")

@@ -12,7 +12,7 @@ from lintf.data_cli import main as data_main
 from lintf.speech.fillets import FILLETS_DIR, build_fillets_corpus, transcripts
 from lintf.speech.librivox import LIBRIVOX_DIR, build_librivox_manifest
 from lintf.speech.manifest import read_manifest
-from lintf.speech.sentences import split_sentences
+from lintf.speech.sentences import language_model_text, split_sentences
 from lintf.speech.synth import build_synth_corpus
 from lintf.speech.voices import ESPEAK_ACCENTS, ESPEAK_VARIANTS, FESTIVAL_VOICES, concrete_voice, parse_voice
 
@@ -30,6 +30,16 @@ def test_split_sentences_is_disjoint_and_checks_size():
         split_sentences(["a"] * 10, {"train": 11}, seed=0)
 
 
+def test_language_model_text_leaves_out_the_verses_of_held_out_sentences(tmp_path):
+    book = tmp_path / "book.jsonl"
+    verses = ["In the beginning God created. And it was good!", "The earth was void; and darkness was upon it.",
+              "Let there be light: and there was light.", "Numbers 3 and 4."]
+    book.write_text("".join(json.dumps({"text": v}) + "\n" for v in verses))
+    text = language_model_text(book, held_out=["and darkness was upon it", "not in the book"])
+    assert text == ["in the beginning god created", "and it was good", "let there be light", "and there was light"]
+    assert len(language_model_text(book, held_out=[])) == 6  # the verse with digits gives nothing
+
+
 @needs_flite
 def test_synth_corpus_holds_out_voice_and_sentences(tmp_path):
     manifests = build_synth_corpus(tmp_path, train_size=4, val_size=2, test_size=2,
@@ -39,6 +49,8 @@ def test_synth_corpus_holds_out_voice_and_sentences(tmp_path):
     assert not texts["train"] & texts["test"] and not texts["train"] & texts["val"]
     voices = {split: {json.loads(line)["voice"] for line in path.read_text().splitlines()} for split, path in manifests.items()}
     assert voices["test"] == {"awb"} and voices["train"] == {"kal", "slt"}
+    lm_text = set((tmp_path / "lm.txt").read_text().splitlines())  # the book without the evaluation sentences
+    assert texts["train"] <= lm_text and not (texts["val"] | texts["test"]) & lm_text and len(lm_text) > 40_000
     for entry in rows["train"]:  # kal speaks at 8 kHz: resampled
         with wave.open(str(entry.audio_filepath)) as file:
             assert file.getframerate() == 16_000
