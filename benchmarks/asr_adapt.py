@@ -45,7 +45,7 @@ def decoding_options(config: str) -> dict:
     return {key: init_args[key] for key in ASRTask.inference_options if key in init_args}
 
 
-def adapt(args: argparse.Namespace) -> tuple[list[dict], ASRTask]:
+def adapt(args: argparse.Namespace, settings: AdaptationSettings) -> tuple[list[dict], ASRTask]:
     task, saved = load_asr_checkpoint(args.ckpt, FEATURE_SETTINGS + AUGMENTATION_SETTINGS)
     task.hparams.update(decoding_options(args.config))
     characters = task.vocabulary.characters
@@ -68,7 +68,6 @@ def adapt(args: argparse.Namespace) -> tuple[list[dict], ASRTask]:
     def training_data(manifest: str) -> SpeechData:
         return SpeechData(manifest, vocabulary=characters, batch_size=args.batch_size, seed=args.seed, **saved)
 
-    settings = AdaptationSettings(args.rounds, args.steps, args.lr, args.repeat, args.labelled, args.seed)
     with tempfile.TemporaryDirectory() as workdir:
         adapt_to_speaker(task, speaker, speaker.split_entries("train"), training_data, settings, Path(workdir), report)
     return rows, task
@@ -118,11 +117,11 @@ def main() -> None:
     if not Path(args.config).is_file():
         parser.error(f"--config {args.config} is not a file")
     try:
-        AdaptationSettings(args.rounds, args.steps, args.lr, args.repeat, args.labelled, args.seed)
+        settings = AdaptationSettings(args.rounds, args.steps, args.lr, args.repeat, args.labelled, args.seed)
     except ValueError as error:
         parser.error(str(error))
     require_checkpoint(parser, args.ckpt)
-    rows, task = adapt(args)
+    rows, task = adapt(args, settings)
     if args.adapted:
         save_adapted(task, args)
     write_results(rows, args)

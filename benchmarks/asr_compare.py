@@ -26,6 +26,7 @@ import torch
 from lightning.pytorch import Callback
 
 from lintf.cli import LintfCLI
+from lintf.speech.synth import LM_TEXT
 
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS = {
@@ -66,7 +67,7 @@ def max_time(minutes: float) -> str:
 def train_and_test(name: str, args: argparse.Namespace) -> dict:
     root = Path(args.out) / "runs" / name
     dev = Path(args.corpus) / "dev.jsonl"  # the second held-out voice, if the corpus has one
-    lm_text = Path(args.corpus) / "lm.txt"  # the corpus's language-model text, else the training transcripts
+    lm_text = Path(args.corpus) / LM_TEXT  # the corpus's language-model text, else the training transcripts
     cli = LintfCLI(run=False, args=[
         "--config", str(REPO / "configs" / "asr_synth.yaml"), *VARIANTS[name],
         "--data.init_args.train_manifest", f"{args.corpus}/train.jsonl",

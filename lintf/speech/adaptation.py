@@ -73,23 +73,22 @@ def mixed_rows(speaker: Sequence[ManifestEntry], transcripts: dict[str, str], la
     return pseudo * repeat + [row(e, e.text) for e in labelled]
 
 
-def fine_tune(task: ASRTask, loader: DataLoader, steps: int, lr: float) -> float:
-    """``steps`` AdamW updates on CTC loss over ``loader`` (cycled); the mean loss of the last 20."""
+def fine_tune(task: ASRTask, loader: DataLoader, steps: int, lr: float) -> None:
+    """``steps`` AdamW updates on CTC loss over ``loader`` (cycled); leaves ``task`` in eval mode."""
     task.train()
     optimizer = torch.optim.AdamW(task.parameters(), lr=lr, weight_decay=0.01)
-    losses: list[float] = []
-    while len(losses) < steps:
+    done = 0
+    while done < steps:
         for batch in loader:
             loss, _, _ = task.ctc_loss(batch)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(task.parameters(), 1.0)
             optimizer.step()
-            losses.append(loss.item())
-            if len(losses) == steps:
+            done += 1
+            if done == steps:
                 break
     task.eval()
-    return sum(losses[-20:]) / len(losses[-20:])
 
 
 def adapt_to_speaker(

@@ -103,3 +103,10 @@ def test_asr_adapt_script_writes_an_adapted_checkpoint_that_lintf_test_reads(cor
     assert restored.vocabulary == data.vocabulary
     failed = subprocess.run([*script, "--ckpt", "x.ckpt", "--lr", "0.5"], capture_output=True, text=True, cwd=REPO)
     assert failed.returncode == 2 and "0 < lr < 0.01" in failed.stderr
+    warped = subprocess.run([*script, "--ckpt", "x.ckpt", "--warp", "1.5"], capture_output=True, text=True, cwd=REPO)
+    assert warped.returncode == 2 and "--warp must lie in [0.7, 1.3]" in warped.stderr
+    no_config = subprocess.run([*script, "--ckpt", "x.ckpt", "--config", "missing.yaml"], capture_output=True, text=True,
+                               cwd=REPO)
+    assert no_config.returncode == 2 and "--config missing.yaml is not a file" in no_config.stderr
+    no_ckpt = subprocess.run([*script, "--ckpt", "missing.ckpt"], capture_output=True, text=True, cwd=REPO)
+    assert no_ckpt.returncode == 2 and "--ckpt missing.ckpt is not a file" in no_ckpt.stderr
