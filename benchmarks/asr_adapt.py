@@ -7,8 +7,8 @@ transcripts mixed with labelled training utterances, and transcribes again, for 
 round are printed only to report it. Settings are chosen on the dev voice, then applied to the
 test voice once; the adapted checkpoint is then scored by ``lintf test`` like any other:
 
-    python benchmarks/asr_adapt.py --ckpt CKPT --manifest data/speech/synth/dev.jsonl --warp 1.05
-    python benchmarks/asr_adapt.py --ckpt CKPT --manifest data/speech/synth/test.jsonl --warp W \\
+    python -m benchmarks.asr_adapt --ckpt CKPT --manifest data/speech/synth/dev.jsonl --warp 1.05
+    python -m benchmarks.asr_adapt --ckpt CKPT --manifest data/speech/synth/test.jsonl --warp W \\
         --adapted adapted_rms.ckpt --out benchmarks/results/asr_adapt_test
     lintf test --config configs/asr_synth.yaml --ckpt_path adapted_rms.ckpt   # no test_warp: adapted unwarped
 
@@ -34,9 +34,8 @@ from lintf.speech.adaptation import AdaptationSettings, adapt_to_speaker
 from lintf.speech.text import normalize_text
 from lintf.tasks.asr import ASRTask
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from asr_checkpoint import AUGMENTATION_SETTINGS, FEATURE_SETTINGS, load_asr_checkpoint, require_checkpoint  # noqa: E402
-from measure import write_report  # noqa: E402
+from benchmarks.asr_checkpoint import AUGMENTATION_SETTINGS, FEATURE_SETTINGS, load_asr_checkpoint, require_checkpoint
+from benchmarks.measure import write_report
 
 
 def decoding_options(config: str) -> dict:

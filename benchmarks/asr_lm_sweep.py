@@ -3,7 +3,7 @@
 The acoustic model runs once over the manifest; every setting then only re-decodes its
 log-probabilities. Tune on the validation manifest, then test the chosen setting once:
 
-    python benchmarks/asr_lm_sweep.py --ckpt CKPT --manifest data/speech/synth/val.jsonl
+    python -m benchmarks.asr_lm_sweep --ckpt CKPT --manifest data/speech/synth/val.jsonl
     lintf test --config configs/asr_synth.yaml --ckpt_path CKPT --model.init_args.lm_order 6 ...
 
 The language model is built from ``--lm-text`` (one sentence per line, e.g. the corpus's lm.txt) or
@@ -28,9 +28,8 @@ from lintf.speech.decoding import prefix_beam_search
 from lintf.speech.text import CharVocabulary
 from lintf.tasks.asr import ASRTask
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from asr_checkpoint import load_asr_checkpoint, require_checkpoint  # noqa: E402
-from measure import write_report  # noqa: E402
+from benchmarks.asr_checkpoint import load_asr_checkpoint, require_checkpoint
+from benchmarks.measure import write_report
 
 
 def acoustic_scores(task: ASRTask, data: SpeechData, limit: int | None) -> tuple[list[torch.Tensor], list[str]]:

@@ -6,8 +6,8 @@ highest score is chosen; transcripts are not used for the choice. The greedy CER
 are printed alongside, so the criterion can be checked on a voice whose transcripts may be looked
 at (the dev voice) before it is applied to the test voice:
 
-    python benchmarks/asr_vtln.py --ckpt CKPT --manifest data/speech/synth/dev.jsonl
-    python benchmarks/asr_vtln.py --ckpt CKPT --manifest data/speech/synth/test.jsonl --out ...
+    python -m benchmarks.asr_vtln --ckpt CKPT --manifest data/speech/synth/dev.jsonl
+    python -m benchmarks.asr_vtln --ckpt CKPT --manifest data/speech/synth/test.jsonl --out ...
     lintf test --config configs/asr_synth.yaml --ckpt_path CKPT --data.init_args.test_warp W
 
 The features (``hop_ms``, ``n_mels``) are those saved with the checkpoint's data module.
@@ -27,9 +27,8 @@ from lintf.data.speech import SpeechData
 from lintf.speech.vtln import best_path_log_prob, choose_warp
 from lintf.tasks.asr import ASRTask
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from asr_checkpoint import load_asr_checkpoint, require_checkpoint  # noqa: E402
-from measure import write_report  # noqa: E402
+from benchmarks.asr_checkpoint import load_asr_checkpoint, require_checkpoint
+from benchmarks.measure import write_report
 
 
 def score_warp(task: ASRTask, data: SpeechData) -> dict[str, float]:

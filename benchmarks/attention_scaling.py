@@ -1,6 +1,6 @@
 """The paper's Figure 1: attention forward+backward time and memory per sample against length.
 
-    python benchmarks/attention_scaling.py [--exponents 9 10 11 12 13 14] [--tokens 16384]
+    python -m benchmarks.attention_scaling [--exponents 9 10 11 12 13 14] [--tokens 16384]
 
 Every registered attention except reformer runs with its defaults, and reformer with 1, 4 and
 8 hashing rounds. For N = 2^9 .. 2^14 the batch is tokens / N (the paper kept B*N fixed); each
@@ -21,8 +21,7 @@ import torch
 import lintf
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from measure import median_seconds, peak_extra_mb, release_freed_memory_eagerly  # noqa: E402
+from benchmarks.measure import median_seconds, peak_extra_mb, release_freed_memory_eagerly
 
 HEADS, DIM = 4, 32
 
@@ -113,7 +112,7 @@ def main() -> None:
     report = "\n\n".join([
         "# Attention scaling (paper Figure 1)",
         f"Causal forward+backward of the attention alone, H={HEADS}, D=M={DIM}, fp32, B = {args.tokens} / N, "
-        f"{torch.get_num_threads()} threads; produced by `python benchmarks/attention_scaling.py` in one run.",
+        f"{torch.get_num_threads()} threads; produced by `python -m benchmarks.attention_scaling` in one run.",
         markdown(results, lengths, "ms_per_sample", "Time per sample (ms):"),
         markdown(results, lengths, "mb_per_sample", "Peak extra memory per sample (MiB):"),
         f"linear time(2N)/time(N): {ratio_text}",

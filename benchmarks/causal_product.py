@@ -1,6 +1,6 @@
 """Causal-product benchmark: our compiled op vs our pure-PyTorch path, SDPA and fast-transformers.
 
-    python benchmarks/causal_product.py [--lengths 1024 4096 16384 65536] [--threads 1 2]
+    python -m benchmarks.causal_product [--lengths 1024 4096 16384 65536] [--threads 1 2]
 
 B=1, H=8, C=M=64, fp32, q and k elu+1 feature maps. For each thread count (pinned with
 torch.set_num_threads) and length N: forward and forward+backward wall time (best of repeats)
@@ -31,8 +31,7 @@ import torch.nn.functional as F
 from lintf.ops import causal_linear_attention, compiled_op_available
 from lintf.ops.fallback import causal_linear_attention_pytorch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import peak_extra_mb, run_isolated  # noqa: E402
+from benchmarks.measure import peak_extra_mb, run_isolated
 
 HEADS, DIM = 8, 64
 SDPA_MAX_N = 16384  # its O(N^2) fwd+bwd takes ~a minute per call beyond this on one core
@@ -125,7 +124,7 @@ def measure_memory(impls: dict[str, Fn], lengths: list[int]) -> dict[str, float]
 def memory_in_child(lengths: list[int]) -> dict[str, float]:
     """measure_memory in a fresh process whose glibc hands big blocks straight back to the OS, so
     resident memory follows live tensors (timings stay in this process, with default malloc)."""
-    result = run_isolated(__file__, "--memory-only", "--lengths", *map(str, lengths), timeout=None)
+    result = run_isolated("benchmarks.causal_product", "--memory-only", "--lengths", *map(str, lengths), timeout=None)
     if "error" in result:
         raise RuntimeError(f"memory measurement of the causal product failed: {result['error']}")
     return result
@@ -222,7 +221,7 @@ def main() -> None:
     peak = matmul_peak_gflops()
     rows = measure(impls, args.lengths, args.threads, memory)
     n_ref = 16384 if 16384 in args.lengths else args.lengths[-1]
-    text = [f"# Causal product benchmark\n\n`python benchmarks/causal_product.py` ({torch.__version__}, "
+    text = [f"# Causal product benchmark\n\n`python -m benchmarks.causal_product` ({torch.__version__}, "
             f"{os.cpu_count()} cores). Single-thread fp32 matmul peak: {peak:.1f} GFLOP/s.\n"
             "Memory: peak extra resident MB of one call over its inputs (outputs and gradients included).\n"
             f"Load average (1 min) before / after the timings: {load_before:.1f} / {os.getloadavg()[0]:.1f}; "

@@ -6,7 +6,7 @@ pure-PyTorch chunked causal linear attention (``lintf.ops.fallback``, elu featur
 resident memory, every measurement in a fresh process. Writes the table to
 benchmarks/results/chunked_vs_sdpa.md.
 
-    python benchmarks/chunked_vs_sdpa.py [--lengths 1024 4096 16384] [--threads 1 2]
+    python -m benchmarks.chunked_vs_sdpa [--lengths 1024 4096 16384] [--threads 1 2]
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from measure import median_seconds, peak_resident_mb, resident_mb, run_isolated  # noqa: E402
+from benchmarks.measure import median_seconds, peak_resident_mb, resident_mb, run_isolated
 
 
 def measure_one(method: str, length: int, threads: int) -> dict[str, float]:
@@ -81,14 +80,14 @@ def main() -> None:
         print(json.dumps(measure_one(args.single[0], int(args.single[1]), int(args.single[2]))))
         return
     sections = ["# Causal forward+backward: chunked linear attention vs softmax SDPA",
-                "B=1, H=8, D=M=64, fp32, elu feature map; produced by `python benchmarks/chunked_vs_sdpa.py` "
+                "B=1, H=8, D=M=64, fp32, elu feature map; produced by `python -m benchmarks.chunked_vs_sdpa` "
                 "(one run; each cell a fresh process)."]
     for threads in args.threads:
         rows = []
         for length in args.lengths:
             row = {"N": length}
             for method in ("chunked", "sdpa"):
-                row[method] = run_isolated(__file__, "--single", method, str(length), str(threads))
+                row[method] = run_isolated("benchmarks.chunked_vs_sdpa", "--single", method, str(length), str(threads))
                 if "error" in row[method]:
                     raise SystemExit(f"{method} at N={length} failed: {row[method]['error']}")
             rows.append(row)

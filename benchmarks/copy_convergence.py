@@ -7,7 +7,7 @@ schedule; only the attention differs. Writes under ``--out``:
 * ``copy_convergence.md``: final loss, steps to ``--threshold``, copied-half accuracy, wall time;
 * ``copy_convergence.json``: the raw per-step losses and the settings.
 
-    python benchmarks/copy_convergence.py            # defaults sized for a 2-core CPU (~20 min)
+    python -m benchmarks.copy_convergence            # defaults sized for a 2-core CPU (~20 min)
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def write_results(results: dict, args: argparse.Namespace) -> None:
     settings = ", ".join(f"{k}={v}" for k, v in vars(args).items() if k != "out")
     lines = [
         "# Copy-task convergence (paper Figure 2)", "",
-        f"`python benchmarks/copy_convergence.py` on {torch.get_num_threads()} CPU threads; {settings}.", "",
+        f"`python -m benchmarks.copy_convergence` on {torch.get_num_threads()} CPU threads; {settings}.", "",
         f"| attention | final loss | steps to loss < {args.threshold} | copied-half accuracy | wall time (s) |",
         "|---|---|---|---|---|",
     ]

@@ -1,6 +1,6 @@
 """The paper's Table 1: image generation throughput and memory, linear RNN vs softmax vs reformer.
 
-    python benchmarks/generation_throughput.py [--pixels 784 3072] [--memory-budget-mb 2048]
+    python -m benchmarks.generation_throughput [--pixels 784 3072] [--memory-budget-mb 2048]
 
 One architecture with random weights (8 layers, 8 heads, d_model 256, d_ff 1024, a 256-way
 byte head) generates whole images byte by byte, for:
@@ -34,8 +34,7 @@ import lintf
 from lintf.models import TransformerEncoder
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from measure import peak_extra_mb, run_isolated  # noqa: E402
+from benchmarks.measure import peak_extra_mb, run_isolated
 
 METHODS = {
     "linear": ("linear", {}, "step"),
@@ -99,7 +98,7 @@ def memory_profile(model: ByteModel, mode: str, length: int) -> list[tuple[int, 
 
 def memory_profile_in_child(name: str, length: int) -> list[tuple[int, float]]:
     """Run memory_profile in a child process whose freed memory goes back to the kernel at once."""
-    result = run_isolated(__file__, "--memory-profile-of", name, str(length), timeout=None)
+    result = run_isolated("benchmarks.generation_throughput", "--memory-profile-of", name, str(length), timeout=None)
     if "error" in result:
         raise RuntimeError(f"memory profile of {name} at {length} px failed: {result['error']}")
     return [tuple(point) for point in result["profile"]]
@@ -172,7 +171,7 @@ def render(rows: list[dict], args: argparse.Namespace) -> str:
         "# Image generation throughput (paper Table 1)",
         "",
         f"Random-weight 8-layer, 8-head, d_model 256 model; memory budget {args.memory_budget_mb:.0f} MiB, batch cap "
-        f"{' / '.join(map(str, args.max_batch))} (per pixel count); {torch.get_num_threads()} threads; `python {' '.join(['benchmarks/generation_throughput.py', *sys.argv[1:]])}`.",
+        f"{' / '.join(map(str, args.max_batch))} (per pixel count); {torch.get_num_threads()} threads; `python {' '.join(['-m benchmarks.generation_throughput', *sys.argv[1:]])}`.",
         "",
         "| pixels | method | batch | images/s | peak MiB per image | speed-up vs softmax-recompute | how timed |",
         "|---:|---|---:|---:|---:|---:|---|",

@@ -33,10 +33,21 @@ def peak_resident_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+def module_environment(**extra: str) -> dict[str, str]:
+    """The environment of a child ``python -m benchmarks.<name>``: the repository on its import path."""
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
 def release_freed_memory_eagerly() -> None:
-    """Re-execute this script with MALLOC_MMAP_THRESHOLD_ set (call first thing in main())."""
+    """Re-execute this benchmark module with MALLOC_MMAP_THRESHOLD_ set (call first thing in main())."""
     if os.environ.get("MALLOC_MMAP_THRESHOLD_") is None:
-        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"})
+        module = sys.modules["__main__"].__spec__.name
+        command = [sys.executable, "-m", module, *sys.argv[1:]]
+        os.execve(sys.executable, command, module_environment(MALLOC_MMAP_THRESHOLD_="65536"))
 
 
 def peak_extra_mb(fn: Callable[[], Any]) -> float:
@@ -62,15 +73,15 @@ def median_seconds(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> floa
     return statistics.median(times)
 
 
-def run_isolated(script: str, *args: str, timeout: float | None = 1800) -> dict[str, Any]:
-    """Run ``python script args`` in a fresh process; it must print one JSON object as its last line.
+def run_isolated(module: str, *args: str, timeout: float | None = 1800) -> dict[str, Any]:
+    """Run ``python -m module args`` in a fresh process; it must print one JSON object as its last line.
 
     The process returns freed memory to the kernel at once (see the module docstring). On failure
     the result is ``{"error": <last line of stderr>}``; ``timeout=None`` waits without limit.
     """
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    env = module_environment(MALLOC_MMAP_THRESHOLD_="65536")
     done = subprocess.run(
-        [sys.executable, script, *args], capture_output=True, text=True, timeout=timeout, check=False, env=env
+        [sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=timeout, check=False, env=env
     )
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
