@@ -11,8 +11,8 @@ the held-out voice. Writes under ``--out``:
 * ``asr_compare.json``: the numbers and settings.
 
     lintf data synth-speech --out data/speech/synth     # once
-    python benchmarks/asr_compare.py --minutes 60        # 3 x 60 min on 2 CPU cores
-    python benchmarks/asr_compare.py --minutes 0.2 --out /tmp/x -- --model.init_args.n_layers 1   # smoke check
+    python -m benchmarks.asr_compare --minutes 60        # 3 x 60 min on 2 CPU cores
+    python -m benchmarks.asr_compare --minutes 0.2 --out /tmp/x -- --model.init_args.n_layers 1   # smoke check
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ import torch
 from lightning.pytorch import Callback
 
 from lintf.cli import LintfCLI
-from lintf.speech.synth import LM_TEXT
+from lintf.asr.corpora.synthetic import LM_TEXT
 
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS = {
-    "softmax": ["--model.init_args.attention", "softmax"],
-    "linear": ["--model.init_args.attention", "linear"],
-    "reformer": ["--model.init_args.attention", "reformer",
-                 "--model.init_args.attention_kwargs", "{n_hashes: 4, chunk_size: 32}"],
+    "softmax": ["--model.init_args.encoder.attention", "softmax"],
+    "linear": ["--model.init_args.encoder.attention", "linear"],
+    "reformer": ["--model.init_args.encoder.attention", "reformer",
+                 "--model.init_args.encoder.attention_kwargs", "{n_hashes: 4, chunk_size: 32}"],
 }
 
 
@@ -74,7 +74,7 @@ def train_and_test(name: str, args: argparse.Namespace) -> dict:
         "--data.init_args.val_manifest", f"{args.corpus}/val.jsonl",
         "--data.init_args.test_manifest", f"{args.corpus}/test.jsonl",
         "--data.init_args.dev_manifest", str(dev) if dev.is_file() else "null",
-        "--model.init_args.lm_text", str(lm_text) if lm_text.is_file() else "null",
+        "--decoding.init_args.lm_text", str(lm_text) if lm_text.is_file() else "null",
         "--model.init_args.lr_scheduler", "torch.optim.lr_scheduler.LinearLR",
         "--model.init_args.lr_scheduler.init_args.start_factor", "0.01",
         "--model.init_args.lr_scheduler.init_args.total_iters", str(args.warmup),
@@ -104,7 +104,7 @@ def write_results(results: dict, args: argparse.Namespace) -> None:
     reference = results.get("softmax", {}).get("seconds_per_epoch")
     lines = [
         "# Speech recognition with CTC: softmax vs. linear vs. Reformer (paper section 4.3)", "",
-        f"`python benchmarks/asr_compare.py --minutes {args.minutes:g}` on {torch.get_num_threads()} CPU threads; "
+        f"`python -m benchmarks.asr_compare --minutes {args.minutes:g}` on {torch.get_num_threads()} CPU threads; "
         f"configs/asr_synth.yaml, test = held-out voice of `{args.corpus}`.", "",
         "| attention | CER | WER | epochs | s / epoch | speed-up vs softmax |", "|---|---|---|---|---|---|",
     ]

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 import lintf
-from lintf.models import TransformerEncoder
+from lintf.models import EncoderConfig, TransformerEncoder
 
 HERE = Path(__file__).resolve().parent
 from benchmarks.measure import peak_extra_mb, run_isolated
@@ -52,7 +52,7 @@ class ByteModel(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(256, 256)
         self.positions = nn.Parameter(0.02 * torch.randn(length, 256))
-        self.encoder = TransformerEncoder(256, 8, 8, attention, attention_kwargs, d_ff=1024, dropout=0.0)
+        self.encoder = TransformerEncoder(EncoderConfig(256, 8, 8, attention, attention_kwargs, d_ff=1024, dropout=0.0))
         self.head = lintf.build_head("categorical", 256)
 
     def sample_step(self, pixels: torch.Tensor, t: int, state: list) -> tuple[torch.Tensor, list]:

@@ -8,6 +8,7 @@ maps are valid names. Mistakes in the configuration end in one paragraph, not a 
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import sys
@@ -19,12 +20,12 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 
 import lintf
-from lintf.callbacks import LogSamples, PredictionWriter, SaveRunConfig
+from lintf.callbacks import LogSamples, PredictionWriter, RunCheckpoint, SaveRunConfig
 from lintf.checkpoints import CheckpointError, resolve_checkpoint
 from lintf.config_errors import summarize
 from lintf.plugins import PluginError, load_plugins, plugins_in_args
 from lintf.registry import UnknownArgumentError, UnknownNameError
-from lintf.tasks.names import import_class
+from lintf.tasks.decoding import Decoding
 from lintf.tensorboard import ReservedVersionTensorBoardLogger
 
 USER_ERRORS = (CheckpointError, PluginError, UnknownNameError, UnknownArgumentError, ValueError)
@@ -95,13 +96,16 @@ class LintfCLI(LightningCLI):
         # The data module owns the vocabulary and sequence length; the task cannot disagree.
         parser.link_arguments("data.vocab_size", "model.init_args.vocab_size", apply_on="instantiate")
         parser.link_arguments("data.max_length", "model.init_args.max_length", apply_on="instantiate")
-        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(RunCheckpoint, "checkpoint")
         parser.set_defaults({
             "checkpoint.monitor": "val/loss", "checkpoint.mode": "min", "checkpoint.save_top_k": 1,
             "checkpoint.filename": "best", "checkpoint.save_last": True, "checkpoint.enable_version_counter": False,
         })
         parser.add_lightning_class_args(PredictionWriter, "predictions")
         parser.add_lightning_class_args(LogSamples, "samples")
+        # Outside ``model``: with --ckpt_path the model's options come from the checkpoint, these from here.
+        parser.add_subclass_arguments(Decoding, "decoding", required=False, instantiate=True, fail_untyped=True,
+                                      help="Decoding options of tasks that decode at test/predict time (lintf.asr.CTCDecoding).")
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         super().parse_arguments(parser, args)
@@ -113,20 +117,6 @@ class LintfCLI(LightningCLI):
                 config.ckpt_path = resolve_checkpoint(config.ckpt_path, config.model.class_path, search_roots(config))
             except CheckpointError as error:
                 raise ConfigError(str(error)) from None
-
-    def _parse_ckpt_path(self) -> None:
-        """Lightning replaces the model's config by the hyperparameters saved in ``--ckpt_path`` (the
-        weights need the same architecture). Options that only steer evaluation, a task's
-        ``inference_options`` (e.g. the ASR decoder and its language model), keep the values given here."""
-        subcommand = self.config.get("subcommand")
-        model = self.config[subcommand].get("model") if subcommand else None
-        kept = {}
-        if model is not None and model.get("init_args") is not None:
-            options = getattr(import_class(model.class_path), "inference_options", ())
-            kept = {name: model.init_args[name] for name in options if name in model.init_args}
-        super()._parse_ckpt_path()
-        for name, value in kept.items():
-            self.config[subcommand].model.init_args[name] = value
 
     def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Any]) -> Any:
         config = {**config, **getattr(self, "batch_limits", {})}
@@ -143,6 +133,10 @@ class LintfCLI(LightningCLI):
     def instantiate_classes(self) -> None:
         try:
             super().instantiate_classes()
+            subcommand = self.config_init.get("subcommand")
+            decoding = (self.config_init[subcommand] if subcommand else self.config_init).get("decoding")
+            if decoding is not None:
+                self.model.use_decoding(decoding)
         except USER_ERRORS as error:
             raise ConfigError(summarize(str(error))) from error
 
@@ -180,13 +174,26 @@ def search_roots(config: Any) -> list[str]:
     return list(dict.fromkeys(roots))
 
 
-def main(args: list[str] | None = None) -> None:
-    """Entry point of the ``lintf`` console script (``lintf data ...`` builds corpora)."""
-    argv = sys.argv[1:] if args is None else args
-    if argv[:1] == ["data"]:
-        from lintf.data_cli import main as data_main
+COMMAND_GROUPS = {"data": "lintf.asr.corpora.commands", "asr": "lintf.asr.commands"}
+"""``lintf <group> ...`` commands beside LightningCLI's, each a module with ``main(args)``, imported on use."""
 
-        return data_main(argv[1:])
+
+def run_command_group(group: str, args: list[str]) -> None:
+    """``lintf data ...`` / ``lintf asr ...``: the speech workflows, which need the ``[speech]`` extra."""
+    try:
+        module = importlib.import_module(COMMAND_GROUPS[group])
+    except ImportError as error:
+        print(f"lintf {group}: error: {error}. The speech commands need the speech extra: pip install \"lintf[speech]\"",
+              file=sys.stderr)
+        raise SystemExit(2) from None
+    module.main(args)
+
+
+def main(args: list[str] | None = None) -> None:
+    """Entry point of the ``lintf`` console script; ``lintf data|asr ...`` run the speech workflows."""
+    argv = sys.argv[1:] if args is None else args
+    if argv[:1] and argv[0] in COMMAND_GROUPS:
+        return run_command_group(argv[0], argv[1:])
     try:
         LintfCLI(args)
     except (ConfigError, PluginError) as error:

@@ -7,10 +7,12 @@ three things: which key, what was wrong, what is allowed (with a close match if 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 import inspect
 import re
+import typing
 from collections.abc import Iterable
 
 NOISE = re.compile(
@@ -28,6 +30,26 @@ def init_arguments(class_path: str) -> list[str]:
         return [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "args", "kwargs")]
     except (ImportError, AttributeError, ValueError, TypeError):
         return []
+
+
+def nested_fields(class_path: str, argument: str) -> list[str]:
+    """Fields of the dataclass that ``class_path``'s argument ``argument`` takes (e.g. the encoder's), or []."""
+    module_name, _, name = class_path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), name)
+        annotation = typing.get_type_hints(cls.__init__).get(argument)
+    except (ImportError, AttributeError, ValueError, TypeError, NameError):
+        return []
+    return [field.name for field in dataclasses.fields(annotation)] if dataclasses.is_dataclass(annotation) else []
+
+
+def explain_nested_option(option: str, class_path: str) -> str | None:
+    """For ``encoder.d_modle=8`` on a task: "encoder option 'd_modle' is not accepted. Did you mean ...", else None."""
+    head, _, tail = option.partition("=")[0].partition(".")
+    accepted = nested_fields(class_path, head) if tail else []
+    if not accepted:
+        return None
+    return f"{head} option '{tail}' is not accepted.{did_you_mean(tail, accepted)} {head} accepts: {', '.join(accepted)}"
 
 
 def did_you_mean(wrong: str, allowed: Iterable[str]) -> str:
@@ -59,6 +81,9 @@ def summarize(message: str, known_options: Iterable[str] = ()) -> str:
         if option and arguments:
             text += f".{did_you_mean(option.group(1), arguments)} It accepts: {', '.join(arguments)}"
     option = re.search(r"does not accept option '([^']+)'", text) or re.search(r"unrecognized arguments: --(\S+)", text)
-    if option:
+    nested = explain_nested_option(option.group(1), class_path.group(1)) if option and class_path else None
+    if nested:
+        text = nested
+    elif option:
         text += f".{did_you_mean(option.group(1), known_options)}"
     return f"{where}: {text}" if where else text

@@ -9,9 +9,10 @@ from torch import Tensor, nn
 
 from lintf.attention.base import Attention, State
 from lintf.models.attention_layer import MultiHeadAttention
+from lintf.models.encoder_config import EncoderConfig
 from lintf.registry import ATTENTIONS, FEATURE_MAPS, accepted_arguments, build_attention
 
-ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU}
+ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU}  # keys: encoder_config.ACTIVATION_NAMES
 
 
 def build_head_attention(
@@ -99,58 +100,30 @@ class TransformerEncoder(nn.Module):
     model trained with causal linear attention samples as an RNN with O(1) memory per token.
 
     Args:
-        d_model: model width.
-        n_layers: number of layers.
-        n_heads: attention heads; must divide d_model.
-        attention: attention registry name (see ``lintf.list_attentions()``).
-        attention_kwargs: extra arguments of that attention (e.g. ``{"n_hashes": 4}``).
-        feature_map: feature-map registry name for attentions that take one; None keeps the
-            attention's default.
-        feature_map_kwargs: extra arguments of the feature map (e.g. ``{"n_features": 128}``).
-        d_ff: feed-forward hidden size; None uses 4 * d_model.
-        activation: feed-forward non-linearity.
-        dropout: dropout probability.
-        norm: LayerNorm placement, "pre" (with a final LayerNorm) or "post".
+        config: width, depth, attention and feed-forward settings (``EncoderConfig``); a mapping of
+            its fields is accepted too.
     """
 
-    def __init__(
-        self,
-        d_model: int = 128,
-        n_layers: int = 4,
-        n_heads: int = 4,
-        attention: str = "linear",
-        attention_kwargs: dict[str, Any] | None = None,
-        feature_map: str | None = None,
-        feature_map_kwargs: dict[str, Any] | None = None,
-        d_ff: int | None = None,
-        activation: Literal["gelu", "relu", "silu"] = "gelu",
-        dropout: float = 0.1,
-        norm: Literal["pre", "post"] = "pre",
-    ) -> None:
+    def __init__(self, config: EncoderConfig | dict[str, Any] = EncoderConfig()) -> None:
         super().__init__()
-        if d_model <= 0 or n_heads <= 0 or d_model % n_heads:
-            raise ValueError(f"d_model ({d_model}) must be a positive multiple of n_heads ({n_heads})")
-        if n_layers < 1:
-            raise ValueError(f"n_layers must be >= 1, got {n_layers}")
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"unknown activation {activation!r}; choose one of {', '.join(ACTIVATIONS)}")
-        if norm not in ("pre", "post"):
-            raise ValueError(f"norm must be 'pre' or 'post', got {norm!r}")
-        head_dim = d_model // n_heads
-        self.d_model = d_model
+        config = EncoderConfig.coerce(config)
+        self.config = config
+        self.d_model = config.d_model
         self.layers = nn.ModuleList(
             TransformerLayer(
-                d_model,
-                n_heads,
-                build_head_attention(attention, head_dim, attention_kwargs, feature_map, feature_map_kwargs),
-                d_ff or 4 * d_model,
-                activation,
-                dropout,
-                norm,
+                config.d_model,
+                config.n_heads,
+                build_head_attention(
+                    config.attention, config.head_dim, config.attention_kwargs, config.feature_map, config.feature_map_kwargs
+                ),
+                config.feed_forward_dim,
+                config.activation,
+                config.dropout,
+                config.norm,
             )
-            for _ in range(n_layers)
+            for _ in range(config.n_layers)
         )
-        self.final_norm = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
+        self.final_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
 
     def forward(self, x: Tensor, causal: bool = True, key_padding_mask: Tensor | None = None) -> Tensor:
         """x (B, N, d_model) -> (B, N, d_model). key_padding_mask (B, N) bool, True = padding."""

@@ -1,8 +1,11 @@
-"""LightningModules: one file per task on the shared ``TransformerTask`` base."""
+"""LightningModules: the ``TransformerTask`` root, causal token models, and the copy and image tasks.
 
-from lintf.tasks.asr import ASRTask
+Speech recognition, the third example task, lives in ``lintf.asr`` and builds on these.
+"""
+
+from lintf.tasks.autoregressive import AutoregressiveTask
 from lintf.tasks.base import TransformerTask
 from lintf.tasks.copy import CopyTask
 from lintf.tasks.image_generation import ImageGenerationTask
 
-__all__ = ["ASRTask", "CopyTask", "ImageGenerationTask", "TransformerTask"]
+__all__ = ["AutoregressiveTask", "CopyTask", "ImageGenerationTask", "TransformerTask"]

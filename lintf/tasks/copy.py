@@ -10,7 +10,7 @@ from torch import Tensor
 from torchmetrics.classification import MulticlassAccuracy
 
 from lintf.data.copy import FIRST_SYMBOL
-from lintf.tasks.base import TransformerTask
+from lintf.tasks.autoregressive import AutoregressiveTask
 
 
 def copied_half(lengths: Tensor, width: int) -> Tensor:
@@ -27,7 +27,7 @@ def render(tokens: Tensor) -> str:
     return " ".join(str(int(t) - FIRST_SYMBOL) for t in tokens if t >= FIRST_SYMBOL)
 
 
-class CopyTask(TransformerTask):
+class CopyTask(AutoregressiveTask):
     """Cross-entropy and token accuracy on the copied half; ``predict`` copies greedily as an RNN.
 
     Batches are ``{"tokens": (B, T), "length": (B,)}`` from ``lintf.data.CopyData``.

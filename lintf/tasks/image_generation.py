@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 
 from lintf.callbacks.run_directory import run_directory
 from lintf.metrics import BitsPerDim
-from lintf.tasks.base import TransformerTask
-from lintf.tasks.names import AttentionName, FeatureMapName, HeadName
+from lintf.models.encoder_config import EncoderConfig
+from lintf.models.positions import PositionKind
+from lintf.names import HeadName
+from lintf.tasks.autoregressive import AutoregressiveTask
 
 
 def image_grid(images: np.ndarray, columns: int | None = None, gap: int = 2) -> np.ndarray:
@@ -37,7 +39,7 @@ def save_png(grid: np.ndarray, path: Path) -> None:
     Image.fromarray(grid[..., 0] if grid.shape[-1] == 1 else grid).save(path)
 
 
-class ImageGenerationTask(TransformerTask):
+class ImageGenerationTask(AutoregressiveTask):
     """Next-byte model over images with a registered output head; bits/dim; PNG samples.
 
     Batches are (input, target) byte sequences from ``lintf.data.ImageData``. ``predict`` draws,
@@ -49,17 +51,7 @@ class ImageGenerationTask(TransformerTask):
     Args:
         vocab_size: byte values (256); linked from the data module.
         max_length: bytes per image minus one; linked from the data module.
-        d_model: model width.
-        n_layers: transformer layers.
-        n_heads: attention heads; must divide d_model.
-        attention: attention registry name (``lintf.list_attentions()``) or a registered class path.
-        attention_kwargs: extra arguments of that attention.
-        feature_map: feature-map registry name for attentions that take one; None keeps the default.
-        feature_map_kwargs: extra arguments of the feature map.
-        d_ff: feed-forward hidden size; None uses 4 * d_model.
-        activation: feed-forward non-linearity.
-        dropout: dropout probability.
-        norm: LayerNorm placement.
+        encoder: the encoder stack (width, depth, attention and feature map by registry name, ...).
         positions: "learned" (one embedding per byte position), fixed "sinusoidal" codes, or
             "raster": a learned row embedding plus a learned column embedding, so every row shares
             the column codes (far fewer to learn; needs ``row_bytes``).
@@ -77,47 +69,19 @@ class ImageGenerationTask(TransformerTask):
         self,
         vocab_size: int = 256,
         max_length: int = 783,
-        d_model: int = 256,
-        n_layers: int = 8,
-        n_heads: int = 8,
-        attention: AttentionName = AttentionName("linear"),
-        attention_kwargs: dict[str, Any] | None = None,
-        feature_map: FeatureMapName | None = None,
-        feature_map_kwargs: dict[str, Any] | None = None,
-        d_ff: int | None = None,
-        activation: Literal["gelu", "relu", "silu"] = "gelu",
-        dropout: float = 0.1,
-        norm: Literal["pre", "post"] = "pre",
-        positions: Literal["learned", "sinusoidal", "raster"] = "learned",
+        encoder: EncoderConfig = EncoderConfig(d_model=256, n_layers=8, n_heads=8),
+        positions: PositionKind = "learned",
         row_bytes: int | None = None,
         optimizer: OptimizerCallable = torch.optim.AdamW,
         lr_scheduler: LRSchedulerCallable | None = None,
         head: HeadName = HeadName("logistic_mixture"),
         head_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        if positions == "raster" and (row_bytes is None or row_bytes < 1):
-            raise ValueError(f"positions='raster' needs row_bytes >= 1 (28 for MNIST, 96 for CIFAR-10), got {row_bytes}")
-        super().__init__(
-            vocab_size, max_length, d_model, n_layers, n_heads, attention, attention_kwargs, feature_map,
-            feature_map_kwargs, d_ff, activation, dropout, norm, "learned" if positions == "raster" else positions,
-            optimizer, lr_scheduler, head, head_kwargs,
-        )
-        self.save_hyperparameters(ignore=["optimizer", "lr_scheduler"])
-        if positions == "raster":
-            del self.position_embedding
-            self.row_embedding = nn.Parameter(torch.randn(-(-max_length // row_bytes), d_model) * 0.02)
-            self.column_embedding = nn.Parameter(torch.randn(row_bytes, d_model) * 0.02)
+        super().__init__(vocab_size, max_length, encoder, positions, row_bytes, optimizer, lr_scheduler, head, head_kwargs)
         self.image_shape: tuple[int, int, int] | None = None
 
     def build_metrics(self) -> None:
         self.val_bits_per_dim, self.test_bits_per_dim = BitsPerDim(), BitsPerDim()
-
-    def position_table(self) -> Tensor:
-        if self.hparams.positions != "raster":
-            return super().position_table()
-        index = torch.arange(self.max_length, device=self.column_embedding.device)  # byte position
-        row_bytes = self.hparams.row_bytes
-        return self.row_embedding[index // row_bytes] + self.column_embedding[index % row_bytes]  # (max_length, d)
 
     def setup(self, stage: str) -> None:
         datamodule = self.trainer.datamodule if self._trainer else None

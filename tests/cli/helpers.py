@@ -14,7 +14,7 @@ from lintf.cli import LintfCLI
 REPO = Path(__file__).resolve().parents[2]
 COPY_YAML = str(REPO / "configs" / "copy.yaml")
 
-TINY_MODEL = ["--model.d_model", "16", "--model.n_layers", "1", "--model.n_heads", "2"]
+TINY_MODEL = ["--model.encoder.d_model", "16", "--model.encoder.n_layers", "1", "--model.encoder.n_heads", "2"]
 TINY_DATA = [
     "--data.max_length", "24", "--data.batch_size", "8", "--data.train_size", "64",
     "--data.val_size", "16", "--data.test_size", "16", "--data.predict_size", "16",

@@ -47,6 +47,7 @@ def test_print_config_merges_configs_in_order(capsys):
     assert exit_info.value.code == 0
     config = yaml.safe_load(capsys.readouterr().out)
     assert config["model"]["class_path"] == "lintf.tasks.CopyTask"
-    assert config["model"]["init_args"]["attention"] == "reformer"  # the later file wins
-    assert config["model"]["init_args"]["attention_kwargs"] == {"n_hashes": 4, "chunk_size": 32}
-    assert config["model"]["init_args"]["d_model"] == 64  # the earlier file still applies
+    encoder = config["model"]["init_args"]["encoder"]
+    assert encoder["attention"] == "reformer"  # the later file wins
+    assert encoder["attention_kwargs"] == {"n_hashes": 4, "chunk_size": 32}
+    assert encoder["d_model"] == 64  # the earlier file still applies

@@ -18,31 +18,31 @@ def error_of(args, capsys) -> str:
 
 
 def test_unknown_attention_lists_known_names(tmp_path, capsys):
-    err = error_of(tiny(tmp_path, "--model.attention", "performer"), capsys)
+    err = error_of(tiny(tmp_path, "--model.encoder.attention", "performer"), capsys)
     assert "unknown attention 'performer'" in err
     assert "linear, polynomial, reformer, softmax" in err
     assert not list(tmp_path.iterdir())  # failed before anything ran
 
 
 def test_unknown_feature_map(tmp_path, capsys):
-    err = error_of(tiny(tmp_path, "--model.feature_map", "eluu"), capsys)
+    err = error_of(tiny(tmp_path, "--model.encoder.feature_map", "eluu"), capsys)
     assert "unknown feature map 'eluu'" in err and "elu" in err
 
 
 def test_attention_by_class_path(tmp_path):
     from lintf.cli import LintfCLI
 
-    args = tiny(tmp_path, "--model.attention", "lintf.attention.SoftmaxAttention")[1:]
-    assert LintfCLI(args=args, run=False).model.hparams.attention == "softmax"
+    args = tiny(tmp_path, "--model.encoder.attention", "lintf.attention.SoftmaxAttention")[1:]
+    assert LintfCLI(args=args, run=False).model.hparams.encoder["attention"] == "softmax"
 
 
 def test_unregistered_class_is_refused(tmp_path, capsys):
-    err = error_of(tiny(tmp_path, "--model.attention", "torch.nn.Linear"), capsys)
+    err = error_of(tiny(tmp_path, "--model.encoder.attention", "torch.nn.Linear"), capsys)
     assert "torch.nn.Linear is not a registered attention" in err
 
 
 def test_typo_in_model_option_suggests(tmp_path, capsys):
-    err = error_of(tiny(tmp_path, "--model.d_modle", "8"), capsys)
+    err = error_of(tiny(tmp_path, "--model.encoder.d_modle", "8"), capsys)
     assert "'d_modle' is not accepted" in err and "Did you mean 'd_model'?" in err and "n_layers" in err
 
 
@@ -59,12 +59,12 @@ def test_no_abbreviated_options(tmp_path, capsys):
 
 
 def test_wrong_attention_argument(tmp_path, capsys):
-    err = error_of(tiny(tmp_path, "--model.attention", "reformer", "--model.attention_kwargs", "{n_hash: 2}"), capsys)
+    err = error_of(tiny(tmp_path, "--model.encoder.attention", "reformer", "--model.encoder.attention_kwargs", "{n_hash: 2}"), capsys)
     assert "got unknown argument(s) n_hash" in err and "n_hashes" in err
 
 
 def test_feature_map_on_an_attention_without_one(tmp_path, capsys):
-    err = error_of(tiny(tmp_path, "--model.attention", "softmax", "--model.feature_map", "elu"), capsys)
+    err = error_of(tiny(tmp_path, "--model.encoder.attention", "softmax", "--model.encoder.feature_map", "elu"), capsys)
     assert "takes no feature map" in err and "linear" in err
 
 
@@ -112,7 +112,7 @@ def test_console_script_reports_without_traceback(tmp_path):
     if shutil.which("lintf") is None:
         pytest.skip("console script not installed (pip install -e .)")
     result = subprocess.run(
-        ["lintf", *tiny(tmp_path, "--model.attention", "performer")], capture_output=True, text=True, timeout=120
+        ["lintf", *tiny(tmp_path, "--model.encoder.attention", "performer")], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 2
     assert "unknown attention 'performer'" in result.stderr and "Traceback" not in result.stderr

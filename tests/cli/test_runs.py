@@ -22,7 +22,7 @@ def test_saved_config_reproduces_the_run(tmp_path):
     run(tiny(tmp_path, "--trainer.max_steps", "3", "--trainer.val_check_interval", "3"))
     first = tmp_path / "lightning_logs" / "version_0"
     saved = yaml.safe_load((first / "config.yaml").read_text())
-    assert saved["model"]["init_args"]["d_model"] == 16 and saved["seed_everything"] == 0
+    assert saved["model"]["init_args"]["encoder"]["d_model"] == 16 and saved["seed_everything"] == 0
     run(["fit", "--config", str(first / "config.yaml")])
     second = tmp_path / "lightning_logs" / "version_1"
     assert (second / "config.yaml").is_file()  # a second run never overwrites the first

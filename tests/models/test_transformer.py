@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import lintf
-from lintf.models import TransformerEncoder
+from lintf.models import EncoderConfig, TransformerEncoder
 from tests.conftest import attention_names, exact_step_attention_names
 
 SMALL = dict(d_model=16, n_layers=2, n_heads=2, dropout=0.0)
@@ -24,7 +24,7 @@ def run_recurrently(model: TransformerEncoder, x: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("name", exact_step_attention_names())
 @pytest.mark.parametrize("norm", ["pre", "post"])
 def test_recurrent_stepping_equals_parallel_forward(name, norm):
-    model = TransformerEncoder(**SMALL, attention=name, norm=norm).eval()
+    model = TransformerEncoder(EncoderConfig(**SMALL, attention=name, norm=norm)).eval()
     x = torch.randn(2, 11, 16)
     with torch.no_grad():
         parallel = model(x, causal=True)
@@ -34,21 +34,21 @@ def test_recurrent_stepping_equals_parallel_forward(name, norm):
 
 @pytest.mark.parametrize("feature_map", ["relu", "favor", "polynomial"])
 def test_recurrent_stepping_with_each_feature_map(feature_map):
-    model = TransformerEncoder(**SMALL, attention="linear", feature_map=feature_map).double().eval()
+    model = TransformerEncoder(EncoderConfig(**SMALL, attention="linear", feature_map=feature_map)).double().eval()
     x = torch.randn(2, 9, 16, dtype=torch.float64)
     with torch.no_grad():
         torch.testing.assert_close(run_recurrently(model, x), model(x, causal=True))
 
 
 def test_model_trained_in_parallel_samples_as_rnn_from_its_state_dict():
-    trained = TransformerEncoder(**SMALL, attention="linear", feature_map="favor")
+    trained = TransformerEncoder(EncoderConfig(**SMALL, attention="linear", feature_map="favor"))
     optimiser = torch.optim.Adam(trained.parameters(), lr=1e-2)
     x = torch.randn(4, 12, 16)
     for _ in range(3):
         optimiser.zero_grad()
         trained(x, causal=True).square().mean().backward()
         optimiser.step()
-    sampler = TransformerEncoder(**SMALL, attention="linear", feature_map="favor")
+    sampler = TransformerEncoder(EncoderConfig(**SMALL, attention="linear", feature_map="favor"))
     sampler.load_state_dict(trained.state_dict())
     trained.eval(), sampler.eval()
     with torch.no_grad():
@@ -59,7 +59,7 @@ def test_model_trained_in_parallel_samples_as_rnn_from_its_state_dict():
 def test_every_attention_trains(name):
     """A few Adam steps fit a fixed next-token regression target better than at the start."""
     torch.manual_seed(0)
-    model = TransformerEncoder(**SMALL, attention=name)
+    model = TransformerEncoder(EncoderConfig(**SMALL, attention=name))
     head = torch.nn.Linear(16, 1)
     x, target = torch.randn(8, 16, 16), torch.randn(8, 16, 1)
     optimiser = torch.optim.Adam([*model.parameters(), *head.parameters()], lr=3e-3)
@@ -75,7 +75,7 @@ def test_every_attention_trains(name):
 
 @pytest.mark.parametrize("name", attention_names())
 def test_bidirectional_forward_with_padding(name):
-    model = TransformerEncoder(**SMALL, attention=name).eval()
+    model = TransformerEncoder(EncoderConfig(**SMALL, attention=name)).eval()
     x = torch.randn(2, 10, 16)
     padding = torch.zeros(2, 10, dtype=torch.bool)
     padding[1, 6:] = True
@@ -84,30 +84,30 @@ def test_bidirectional_forward_with_padding(name):
 
 
 def test_attention_kwargs_reach_the_attention():
-    model = TransformerEncoder(**SMALL, attention="reformer", attention_kwargs={"n_hashes": 4, "chunk_size": 8})
+    model = TransformerEncoder(EncoderConfig(**SMALL, attention="reformer", attention_kwargs={"n_hashes": 4, "chunk_size": 8}))
     attention = model.layers[0].attention.attention
     assert attention.n_hashes == 4 and attention.chunk_size == 8
-    favor = TransformerEncoder(**SMALL, feature_map="favor", feature_map_kwargs={"n_features": 24})
+    favor = TransformerEncoder(EncoderConfig(**SMALL, feature_map="favor", feature_map_kwargs={"n_features": 24}))
     assert favor.layers[1].attention.attention.feature_map.out_dim == 24
 
 
 def test_bad_configuration_errors():
     with pytest.raises(KeyError, match="unknown attention 'linera'; known attention names: linear"):
-        TransformerEncoder(**SMALL, attention="linera")
+        TransformerEncoder(EncoderConfig(**SMALL, attention="linera"))
     with pytest.raises(ValueError, match="attention 'softmax' takes no feature map.*attentions with a feature map: linear"):
-        TransformerEncoder(**SMALL, attention="softmax", feature_map="favor")
+        TransformerEncoder(EncoderConfig(**SMALL, attention="softmax", feature_map="favor"))
     with pytest.raises(KeyError, match="unknown feature map 'elo'"):
-        TransformerEncoder(**SMALL, feature_map="elo")
+        TransformerEncoder(EncoderConfig(**SMALL, feature_map="elo"))
     with pytest.raises(TypeError, match="ReformerAttention.*n_hash.*accepts"):
-        TransformerEncoder(**SMALL, attention="reformer", attention_kwargs={"n_hash": 2})
+        TransformerEncoder(EncoderConfig(**SMALL, attention="reformer", attention_kwargs={"n_hash": 2}))
     with pytest.raises(ValueError, match=r"d_model \(10\) must be a positive multiple of n_heads \(4\)"):
-        TransformerEncoder(d_model=10, n_heads=4)
+        TransformerEncoder(EncoderConfig(d_model=10, n_heads=4))
     with pytest.raises(ValueError, match="unknown activation 'tanh'"):
-        TransformerEncoder(**SMALL, activation="tanh")
+        TransformerEncoder(EncoderConfig(**SMALL, activation="tanh"))
 
 
 def test_bad_shapes_are_reported():
-    model = TransformerEncoder(**SMALL)
+    model = TransformerEncoder(EncoderConfig(**SMALL))
     with pytest.raises(ValueError, match=r"x must be \(B, N, 16\), got \(2, 5, 8\)"):
         model(torch.randn(2, 5, 8))
     with pytest.raises(ValueError, match=r"x_t must be \(B, 16\)"):

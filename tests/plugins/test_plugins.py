@@ -51,7 +51,7 @@ def test_entry_point_registers_the_example_plugin(monkeypatch, clean_registry):
 
 def test_example_plugin_usable_from_the_cli(monkeypatch, clean_registry, tmp_path):
     fake_entry_points(monkeypatch, EntryPoint("softplus", "lintf_softplus", plugins.ENTRY_POINT_GROUP))
-    cli = run(tiny(tmp_path, "--model.feature_map", "softplus", "--trainer.fast_dev_run", "1"))
+    cli = run(tiny(tmp_path, "--model.encoder.feature_map", "softplus", "--trainer.fast_dev_run", "1"))
     assert type(cli.model.encoder.layers[0].attention.attention.feature_map).__name__ == "SoftplusFeatureMap"
 
 
@@ -75,11 +75,11 @@ def test_local_plugin_is_saved_with_the_run(clean_registry, tmp_path, monkeypatc
     monkeypatch.setattr(plugins, "entry_points", lambda group: [])
     path = tmp_path / "local_plugin.py"
     path.write_text(LOCAL_PLUGIN)
-    run(tiny(tmp_path, "--plugins", str(path), "--model.attention", "local_test_softmax", "--trainer.max_steps", "1",
+    run(tiny(tmp_path, "--plugins", str(path), "--model.encoder.attention", "local_test_softmax", "--trainer.max_steps", "1",
              "--trainer.limit_val_batches", "0"))
     saved = tmp_path / "lightning_logs" / "version_0" / "config.yaml"
     config = yaml.safe_load(saved.read_text())
-    assert config["plugins"] in ([str(path)], str(path)) and config["model"]["init_args"]["attention"] == "local_test_softmax"
+    assert config["plugins"] in ([str(path)], str(path)) and config["model"]["init_args"]["encoder"]["attention"] == "local_test_softmax"
     ATTENTIONS.unregister("local_test_softmax")
     del sys.modules["local_plugin"]
     run(["fit", "--config", str(saved)])  # the saved key imports the plugin again before parsing

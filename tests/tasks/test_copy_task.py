@@ -5,6 +5,7 @@ import torch
 
 import lintf
 from lintf.data import CopyData
+from lintf.models import EncoderConfig
 from lintf.registry import ATTENTIONS
 from lintf.tasks import CopyTask
 from lintf.tasks.copy import copied_half
@@ -12,7 +13,8 @@ from tests.tasks.recurrence import assert_steps_match_forward
 
 
 def tiny_task(attention: str = "linear", **kwargs) -> CopyTask:
-    return CopyTask(12, 24, d_model=16, n_layers=2, n_heads=2, attention=attention, dropout=0.0, **kwargs).eval()
+    encoder = EncoderConfig(d_model=16, n_layers=2, n_heads=2, attention=attention, dropout=0.0, **kwargs)
+    return CopyTask(12, 24, encoder).eval()
 
 
 def test_copied_half_mask():

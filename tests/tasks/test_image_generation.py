@@ -8,13 +8,15 @@ import numpy as np
 import pytest
 import torch
 
+from lintf.models import EncoderConfig
 from lintf.tasks import ImageGenerationTask
 from tests.cli.helpers import REPO, quiet_trainer, run
 from tests.tasks.recurrence import assert_steps_match_forward
 from tests.data.test_images import make_mnist_dir, write_cifar_dir
 
-TINY = ["--model.init_args.d_model", "16", "--model.init_args.n_layers", "1", "--model.init_args.n_heads", "2",
-        "--model.init_args.d_ff", "32", "--data.init_args.batch_size", "2"]
+TINY = ["--model.init_args.encoder.d_model", "16", "--model.init_args.encoder.n_layers", "1",
+        "--model.init_args.encoder.n_heads", "2", "--model.init_args.encoder.d_ff", "32", "--data.init_args.batch_size", "2"]
+TINY_ENCODER = EncoderConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32)
 
 
 def image_source(tmp_path, config: str) -> str:
@@ -39,7 +41,7 @@ def test_image_config_trains_and_predicts_png_grids(config, tmp_path, monkeypatc
 
 
 def test_completion_keeps_the_given_top_half_and_samples_bytes():
-    task = ImageGenerationTask(vocab_size=256, max_length=15, d_model=16, n_layers=1, n_heads=2, d_ff=32).eval()
+    task = ImageGenerationTask(vocab_size=256, max_length=15, encoder=TINY_ENCODER).eval()
     prompt = torch.randint(0, 256, (3, 16))
     completed = task.generate(prompt, known=8, generator=torch.Generator().manual_seed(0))
     assert torch.equal(completed[:, :8], prompt[:, :8])
@@ -48,7 +50,7 @@ def test_completion_keeps_the_given_top_half_and_samples_bytes():
 
 
 def test_untrained_uniform_categorical_head_scores_eight_bits_per_dim():
-    task = ImageGenerationTask(vocab_size=256, max_length=15, d_model=16, n_layers=1, n_heads=2, head="categorical")
+    task = ImageGenerationTask(vocab_size=256, max_length=15, encoder=TINY_ENCODER, head="categorical")
     torch.nn.init.zeros_(task.head.logits.weight), torch.nn.init.zeros_(task.head.logits.bias)
     batch = (torch.randint(0, 256, (2, 15)), torch.randint(0, 256, (2, 15)))
     assert task.nll(batch).mean().item() / math.log(2) == pytest.approx(8.0, abs=1e-5)
@@ -83,10 +85,10 @@ def test_predicted_grids_reach_weights_and_biases_offline(tmp_path, monkeypatch)
 
 def test_raster_positions_share_columns_and_step_equals_forward():
     torch.manual_seed(0)
-    task = ImageGenerationTask(vocab_size=256, max_length=11, d_model=16, n_layers=1, n_heads=2, d_ff=32,
-                               dropout=0.0, positions="raster", row_bytes=4).eval()
-    table = task.position_table()
-    assert table.shape == (11, 16) and task.row_embedding.shape == (3, 16)
+    encoder = EncoderConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, dropout=0.0)
+    task = ImageGenerationTask(vocab_size=256, max_length=11, encoder=encoder, positions="raster", row_bytes=4).eval()
+    table = task.positions(11)
+    assert table.shape == (11, 16) and task.positions.row_embedding.shape == (3, 16)
     torch.testing.assert_close(table[5] - table[1], table[6] - table[2])  # same row step, any column
     assert_steps_match_forward(task, torch.randint(0, 256, (2, 11)), tolerance=1e-5)
 

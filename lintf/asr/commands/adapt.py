@@ -1,0 +1,125 @@
+"""Unsupervised speaker adaptation: fine-tune a checkpoint on its own transcripts of one speaker.
+
+All utterances of ``--manifest`` should be one speaker (a held-out voice). The model transcribes them
+with the decoding of ``--config`` (its ``decoding:`` section: beam search + LM), is fine-tuned on those
+transcripts mixed with labelled training utterances, and transcribes again, for ``--rounds`` rounds
+(``lintf.asr.adaptation.self_training``). The adaptation reads no reference transcript; the CER/WER of
+every round are printed only to report it. Choose settings on the dev voice, then apply them to the
+test voice once; the adapted checkpoint is then scored by ``lintf test`` like any other:
+
+    lintf asr adapt --ckpt CKPT --manifest data/speech/synth/dev.jsonl --warp 1.05
+    lintf asr adapt --ckpt CKPT --manifest data/speech/synth/test.jsonl --warp W --adapted adapted_rms.ckpt
+    lintf test --config configs/asr_synth.yaml --ckpt_path adapted_rms.ckpt   # no test_warp: adapted unwarped
+
+``--warp`` is the speaker's VTLN warp (``lintf asr vtln``) for the first transcripts only. The
+fine-tuning uses the features and training augmentation saved with the checkpoint's data module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import yaml
+from torchmetrics.functional.text import char_error_rate, word_error_rate
+
+from lintf.asr.adaptation.self_training import AdaptationSettings, adapt_to_speaker
+from lintf.asr.checkpoint import AUGMENTATION_SETTINGS, FEATURE_SETTINGS, load_asr_checkpoint, require_checkpoint
+from lintf.asr.commands.report import default_out, write_report
+from lintf.asr.data.speech_data import SpeechData
+from lintf.asr.decoding.options import CTCDecoding
+from lintf.asr.model.task import ASRTask
+from lintf.asr.text import normalize_text
+
+
+def decoding_of(config: str) -> CTCDecoding:
+    """The ``decoding:`` options of a ``lintf`` config file (greedy if it has none)."""
+    section = (yaml.safe_load(Path(config).read_text()) or {}).get("decoding") or {}
+    return CTCDecoding(**(section.get("init_args") or {}))
+
+
+def adapt(args: argparse.Namespace, settings: AdaptationSettings) -> tuple[list[dict], ASRTask]:
+    task, saved = load_asr_checkpoint(args.ckpt, FEATURE_SETTINGS + AUGMENTATION_SETTINGS)
+    task.use_decoding(decoding_of(args.config))
+    characters = task.vocabulary.characters
+    features = {key: saved[key] for key in FEATURE_SETTINGS if key in saved}
+    speaker = SpeechData(args.train_manifest, test_manifest=args.manifest, vocabulary=characters,
+                         batch_size=args.batch_size, test_warp=args.warp, limit=args.limit, **features)
+    if task.decoding.uses_language_model:
+        task.scorer = task.language_model(speaker)
+    references = {str(e.audio_filepath): normalize_text(e.text, speaker.hparams.keep_accents)
+                  for e in speaker.split_entries("test")}
+    rows, start = [], time.time()
+
+    def report(round_: int, transcripts: dict[str, str]) -> None:
+        paths = list(references)
+        hypotheses, truths = [transcripts[p] for p in paths], [references[p] for p in paths]
+        rows.append({"round": round_, "cer": float(char_error_rate(hypotheses, truths)),
+                     "wer": float(word_error_rate(hypotheses, truths)), "seconds": round(time.time() - start)})
+        print(rows[-1], flush=True)
+
+    def training_data(manifest: str) -> SpeechData:
+        return SpeechData(manifest, vocabulary=characters, batch_size=args.batch_size, seed=args.seed, **saved)
+
+    with tempfile.TemporaryDirectory() as workdir:
+        adapt_to_speaker(task, speaker, speaker.split_entries("train"), training_data, settings, Path(workdir), report)
+    return rows, task
+
+
+def save_adapted(task: ASRTask, args: argparse.Namespace) -> None:
+    """The original checkpoint with the adapted weights and a note of how they were adapted."""
+    checkpoint = torch.load(args.ckpt, map_location="cpu", weights_only=False)
+    checkpoint["state_dict"] = task.state_dict()
+    checkpoint["lintf_adaptation"] = {"speaker_manifest": args.manifest, "settings": vars(args)}
+    Path(args.adapted).parent.mkdir(parents=True, exist_ok=True)
+    torch.save(checkpoint, args.adapted)
+
+
+def write_results(rows: list[dict], args: argparse.Namespace) -> None:
+    lines = ["# Unsupervised speaker adaptation (self-training on the model's own transcripts)", "",
+             f"`{args.manifest}`, checkpoint `{args.ckpt}`, decoding of `{args.config}`; first transcripts at "
+             f"warp {args.warp:g}. {args.rounds} rounds of {args.steps} steps at lr {args.lr:g}, each utterance "
+             f"{args.repeat}x with {args.labelled} labelled training utterances. Round 0 = before adaptation. "
+             "References only score the rounds; the adaptation never reads them.", "",
+             "| round | CER | WER | seconds |", "|---:|---:|---:|---:|"]
+    lines += [f"| {r['round']} | {r['cer']:.3f} | {r['wer']:.3f} | {r['seconds']} |" for r in rows]
+    write_report(args.out, "asr_adapt", lines, {"settings": vars(args), "results": rows})
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ckpt", required=True, help="ASRTask checkpoint")
+    parser.add_argument("--manifest", default="data/speech/synth/dev.jsonl", help="one speaker's utterances")
+    parser.add_argument("--config", default="configs/asr_synth.yaml", help="lintf config whose decoding: is used")
+    parser.add_argument("--train-manifest", default="data/speech/synth/train.jsonl", help="labelled utterances mixed in")
+    parser.add_argument("--warp", type=float, default=1.0, help="VTLN warp of the first transcripts (lintf asr vtln)")
+    defaults = AdaptationSettings()
+    parser.add_argument("--rounds", type=int, default=defaults.rounds)
+    parser.add_argument("--steps", type=int, default=defaults.steps, help="optimizer steps per round")
+    parser.add_argument("--lr", type=float, default=defaults.lr)
+    parser.add_argument("--repeat", type=int, default=defaults.repeat, help="copies of each pseudo-labelled utterance")
+    parser.add_argument("--labelled", type=int, default=defaults.labelled, help="labelled training utterances mixed in")
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--limit", type=int, default=None, help="adapt on the first N utterances only")
+    parser.add_argument("--adapted", default=None, help="write the adapted checkpoint here")
+    parser.add_argument("--out", default=None, help="directory of asr_adapt.md/.json (default: <run>/asr_adapt)")
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    if not 0.7 <= args.warp <= 1.3:
+        parser.error(f"--warp must lie in [0.7, 1.3] (1 is no warp), got {args.warp}")
+    if not Path(args.config).is_file():
+        parser.error(f"--config {args.config} is not a file")
+    try:
+        settings = AdaptationSettings(args.rounds, args.steps, args.lr, args.repeat, args.labelled, args.seed)
+    except ValueError as error:
+        parser.error(str(error))
+    require_checkpoint(parser, args.ckpt)
+    args.out = args.out or str(default_out(args.ckpt, "asr_adapt"))
+    rows, task = adapt(args, settings)
+    if args.adapted:
+        save_adapted(task, args)
+    write_results(rows, args)

@@ -1,0 +1,1 @@
+"""Speech corpora from packages (``lintf data ...``): JSON-lines manifests and their builders."""

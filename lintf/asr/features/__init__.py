@@ -1,0 +1,1 @@
+"""From audio files to normalised log-mel frames: decoding, resampling, filterbanks and augmentation."""

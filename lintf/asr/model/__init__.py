@@ -1,0 +1,1 @@
+"""The speech model: convolutional front end, depthwise-convolution blocks, the CTC task."""

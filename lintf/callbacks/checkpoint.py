@@ -1,0 +1,34 @@
+"""The run's checkpoints: ``best.ckpt`` by the monitored metric and a ``last.ckpt`` that is really the last."""
+
+from __future__ import annotations
+
+import os
+
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.trainer.states import TrainerFn
+
+
+class RunCheckpoint(ModelCheckpoint):
+    """Lightning's ``ModelCheckpoint``, with ``last.ckpt`` rewritten after every validation of ``fit``.
+
+    Lightning writes ``save_last`` only when a top-k checkpoint was written at the same step, so after
+    a validation whose monitored metric did not improve, ``last.ckpt`` would still hold an older state
+    and ``--ckpt_path last`` would repeat the work since then. Here it always holds the newest one.
+    The arguments are ``ModelCheckpoint``'s.
+    """
+
+    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        top_k_before = (dict(self.best_k_models), self.best_model_path)
+        super().on_validation_end(trainer, pl_module)
+        if not self.save_last or not self.dirpath or trainer.state.fn != TrainerFn.FITTING:
+            return
+        if trainer.sanity_checking or trainer.fast_dev_run:
+            return
+        # A top-k save at this step wrote last.ckpt too. The test is the same on every rank (the top-k
+        # bookkeeping is), so all ranks take part in the save below or none does.
+        if (dict(self.best_k_models), self.best_model_path) != top_k_before:
+            return
+        path = os.path.join(self.dirpath, f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}")
+        trainer.save_checkpoint(path, self.save_weights_only)
+        self.last_model_path = path

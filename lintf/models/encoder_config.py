@@ -1,0 +1,100 @@
+"""The one description of a transformer encoder stack, shared by every task (``model.encoder`` in YAML).
+
+Adding an encoder option means adding a field here and reading it in ``TransformerEncoder``; the
+tasks pass the object through whole, so their signatures, configs and ``--help`` follow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+from lintf.names import AttentionName, FeatureMapName
+
+ACTIVATION_NAMES = ("gelu", "relu", "silu")
+FEATURE_MAP_KEYS = ("feature_map", "feature_map_kwargs")
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """A transformer encoder whose attention is chosen by registry name.
+
+    Args:
+        d_model: model width.
+        n_layers: number of layers.
+        n_heads: attention heads; must divide d_model.
+        attention: attention registry name (``lintf.list_attentions()``) or a registered class path.
+        attention_kwargs: extra arguments of that attention, e.g. ``{n_hashes: 4}`` for reformer. The
+            feature map is given by ``feature_map`` / ``feature_map_kwargs``, not here.
+        feature_map: feature-map registry name for attentions that take one (``linear``); None keeps
+            the attention's default.
+        feature_map_kwargs: extra arguments of the feature map, e.g. ``{n_features: 64}``.
+        d_ff: feed-forward hidden size (>= 1); None uses 4 * d_model.
+        activation: feed-forward non-linearity.
+        dropout: dropout probability, in [0, 1).
+        norm: LayerNorm placement: "pre" (with a final LayerNorm) or "post".
+    """
+
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    attention: AttentionName = AttentionName("linear")
+    attention_kwargs: dict[str, Any] | None = None
+    feature_map: FeatureMapName | None = None
+    feature_map_kwargs: dict[str, Any] | None = None
+    d_ff: int | None = None
+    activation: Literal["gelu", "relu", "silu"] = "gelu"
+    dropout: float = 0.1
+    norm: Literal["pre", "post"] = "pre"
+
+    def __post_init__(self) -> None:
+        # Plain strings, so checkpoints holding this config load with torch.load(weights_only=True).
+        object.__setattr__(self, "attention", str(self.attention))
+        if self.feature_map is not None:
+            object.__setattr__(self, "feature_map", str(self.feature_map))
+        self._check()
+
+    def _check(self) -> None:
+        if self.d_model <= 0 or self.n_heads <= 0 or self.d_model % self.n_heads:
+            raise ValueError(f"encoder: d_model ({self.d_model}) must be a positive multiple of n_heads ({self.n_heads})")
+        if self.n_layers < 1:
+            raise ValueError(f"encoder: n_layers must be >= 1, got {self.n_layers}")
+        if self.d_ff is not None and self.d_ff < 1:
+            raise ValueError(f"encoder: d_ff must be >= 1, or null for 4 * d_model ({4 * self.d_model}); got {self.d_ff}")
+        if self.activation not in ACTIVATION_NAMES:
+            raise ValueError(f"encoder: unknown activation {self.activation!r}; choose one of {', '.join(ACTIVATION_NAMES)}")
+        if self.norm not in ("pre", "post"):
+            raise ValueError(f"encoder: norm must be 'pre' or 'post', got {self.norm!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"encoder: dropout must be in [0, 1), got {self.dropout}")
+        misplaced = [key for key in FEATURE_MAP_KEYS if key in (self.attention_kwargs or {})]
+        if misplaced:
+            raise ValueError(f"encoder: give {', '.join(misplaced)} as encoder.{misplaced[0]}, not inside "
+                             "encoder.attention_kwargs")
+
+    @property
+    def head_dim(self) -> int:
+        """Size of each head's query/key vectors."""
+        return self.d_model // self.n_heads
+
+    @property
+    def feed_forward_dim(self) -> int:
+        """The feed-forward hidden size ``d_ff`` resolves to."""
+        return self.d_ff if self.d_ff is not None else 4 * self.d_model
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data form, as saved in checkpoints' hyperparameters."""
+        return asdict(self)
+
+    @classmethod
+    def coerce(cls, value: EncoderConfig | dict[str, Any]) -> EncoderConfig:
+        """``value`` as an EncoderConfig: checkpoints store the plain dict of ``to_dict``."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, dict):
+            known = [field.name for field in fields(cls)]
+            unknown = sorted(set(value) - set(known))
+            if unknown:
+                raise ValueError(f"encoder: unknown option(s) {', '.join(unknown)}; it accepts: {', '.join(known)}")
+            return cls(**value)
+        raise ValueError(f"encoder must be an EncoderConfig or a mapping of its fields, got {type(value).__name__}")

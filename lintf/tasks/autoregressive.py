@@ -1,0 +1,76 @@
+"""Causal token models: token embedding + positions -> causal encoder -> a registered output head.
+
+The same weights run in parallel (``forward``, training) and one token at a time (``step``, the
+RNN form of causal linear attention), which the copy and image tasks use to generate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch import Tensor, nn
+
+from lintf.attention.base import State
+from lintf.models.encoder_config import EncoderConfig
+from lintf.models.positions import PositionKind, build_positions
+from lintf.names import HeadName
+from lintf.registry import build_head
+from lintf.tasks.base import TransformerTask
+
+
+class AutoregressiveTask(TransformerTask):
+    """A causal next-token model on a registry-built encoder; subclasses add the task's loss and metrics.
+
+    Args:
+        vocab_size: number of token ids; linked from the data module (do not set it by hand).
+        max_length: longest sequence in tokens; linked from the data module.
+        encoder: the encoder stack (width, depth, attention and feature map by registry name, ...).
+        positions: "learned" (one embedding per position), fixed "sinusoidal" codes, or "raster": a
+            learned row embedding plus a learned column embedding shared by every row (needs
+            ``row_bytes``; for sequences laid out in rows, such as images).
+        row_bytes: positions per row for "raster" positions (28 for MNIST, 96 for CIFAR-10).
+        optimizer: optimizer class and arguments, e.g. ``{class_path: torch.optim.RAdam, init_args: {lr: 1e-3}}``.
+        lr_scheduler: learning-rate scheduler stepped every optimizer update; None keeps the rate fixed.
+        head: output-head registry name (``lintf.list_heads()``): the distribution over the
+            vocabulary that ``forward`` parameterises ("categorical" = logits).
+        head_kwargs: extra arguments of the head, e.g. ``{n_components: 10}``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        max_length: int,
+        encoder: EncoderConfig = EncoderConfig(),
+        positions: PositionKind = "learned",
+        row_bytes: int | None = None,
+        optimizer: OptimizerCallable = torch.optim.AdamW,
+        lr_scheduler: LRSchedulerCallable | None = None,
+        head: HeadName = HeadName("categorical"),
+        head_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if vocab_size < 1 or max_length < 1:
+            raise ValueError(f"vocab_size and max_length must be >= 1, got {vocab_size} and {max_length}")
+        super().__init__(encoder, optimizer, lr_scheduler)
+        self.hparams["head"] = str(head)
+        self.token_embedding = nn.Embedding(vocab_size, self.d_model)
+        self.positions = build_positions(positions, max_length, self.d_model, row_bytes)
+        self.head = build_head(str(head), self.d_model, n_values=vocab_size, **(head_kwargs or {}))
+        self.max_length = max_length
+        self.build_metrics()
+
+    def forward(self, tokens: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        """Causal next-token head parameters: tokens (B, N) int -> (B, N, P) (categorical: logits)."""
+        x = self.token_embedding(tokens) + self.positions(tokens.shape[1])  # (B, N, d_model)
+        return self.head(self.encoder(x, causal=True, key_padding_mask=key_padding_mask))
+
+    def init_state(self, batch_size: int) -> list[State]:
+        """Empty recurrent state for ``step``."""
+        return self.encoder.init_state(batch_size, device=self.device, dtype=self.token_embedding.weight.dtype)
+
+    def step(self, token: Tensor, position: int, state: list[State]) -> tuple[Tensor, list[State]]:
+        """RNN form of ``forward``: token (B,) at ``position`` -> next-token head parameters (B, P)."""
+        x_t = self.token_embedding(token) + self.positions.at(position)  # (B, d_model)
+        out, state = self.encoder.step(x_t, state)
+        return self.head(out), state
