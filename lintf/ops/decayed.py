@@ -1,0 +1,198 @@
+"""Decayed causal product in pure PyTorch: linear attention with a per-position, per-head forget factor.
+
+    S_i = exp(log_decay_i) S_{i-1} + k_i v_i^T,    out_i = q_i S_i
+
+(RetNet's retention, gated linear attention, AFT's running softmax). ``decayed_reference.py``
+holds the naive O(N^2) and step-by-step forms the tests compare against.
+
+Chunked form: the sequence is cut into chunks of L positions. Inside a chunk, with
+b_t = sum_{s<=t} log_decay_s (local cumulative sums, <= 0 and non-increasing), key s reaches
+query t >= s with weight exp(b_t - b_s); the exponent is masked to -inf above the diagonal
+*before* exp, so exp never sees a positive number. Across chunks a state carries the prefix:
+chunk c adds sum_s exp(b_{L-1} - b_s) k_s v_s^T to it, and the state entering chunk c reaches
+query t with exp(b_t). Cumulative sums restart at every chunk, so long sequences never subtract
+two large cumulative sums (which would cost fp32 precision). Gradients come from autograd.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from lintf.ops import accumulation_dtype
+
+DEFAULT_CHUNK_SIZE = 64
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def check_decayed_inputs(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initial_state: Tensor | None) -> None:
+    """Raise ValueError unless q, k (B, H, N, C), v (B, H, N, M), log_decay (B, H, N) <= 0 agree."""
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if tensor.dim() != 4 or tensor.dtype not in _FLOAT_DTYPES:
+            raise ValueError(
+                f"decayed product: {name} must be a 4-D float tensor (B, H, N, features), got shape "
+                f"{tuple(tensor.shape)}, dtype {tensor.dtype}"
+            )
+    if q.shape != k.shape or v.shape[:3] != q.shape[:3]:
+        raise ValueError(
+            f"decayed product: expected q, k (B, H, N, C) and v (B, H, N, M) with the same B, H, N; got "
+            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if not (q.dtype == k.dtype == v.dtype) or not (q.device == k.device == v.device == log_decay.device):
+        raise ValueError(
+            f"decayed product: q, k, v must share a dtype and, with log_decay, a device; got "
+            f"{q.dtype}/{q.device}, {k.dtype}/{k.device}, {v.dtype}/{v.device}, log_decay on {log_decay.device}"
+        )
+    if tuple(log_decay.shape) != tuple(q.shape[:3]) or log_decay.dtype not in _FLOAT_DTYPES:
+        raise ValueError(
+            f"decayed product: log_decay must be a float tensor (B, H, N) = {tuple(q.shape[:3])}, got shape "
+            f"{tuple(log_decay.shape)}, dtype {log_decay.dtype}"
+        )
+    if log_decay.numel() and bool((log_decay > 0).any()):
+        raise ValueError(
+            f"decayed product: log_decay must be <= 0 (decays in (0, 1]), got a maximum of {log_decay.max().item():g}"
+        )
+    expected_state = (*q.shape[:2], q.shape[3], v.shape[3])
+    if initial_state is not None and tuple(initial_state.shape) != expected_state:
+        raise ValueError(
+            f"decayed product: initial_state must be (B, H, C, M) = {expected_state}, got "
+            f"{tuple(initial_state.shape)}"
+        )
+
+
+def _chunk_length(chunk_size: int | None, length: int) -> int:
+    if chunk_size is None:
+        chunk_size = DEFAULT_CHUNK_SIZE
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"decayed product: chunk_size must be a positive int or None, got {chunk_size!r}")
+    return max(1, min(chunk_size, length))
+
+
+def decayed_product_chunked(
+    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, chunk: int, initial_state: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """The chunked recurrence on validated inputs of one dtype; returns out (B, H, N, M) and S_N (B, H, C, M)."""
+    batch, heads, length, features = q.shape
+    padding = (-length) % chunk
+    n_chunks = (length + padding) // chunk
+    # padded positions have k = 0 and log_decay = 0: they add nothing and decay nothing
+    q_c, k_c, v_c = (F.pad(t, (0, 0, 0, padding)).reshape(batch, heads, n_chunks, chunk, -1) for t in (q, k, v))
+    within = F.pad(log_decay, (0, padding)).reshape(batch, heads, n_chunks, chunk).cumsum(-1)  # b_t: (B, H, nc, L)
+    whole = within[..., -1]  # (B, H, nc): log-decay across each chunk
+    below = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
+    relative = (within.unsqueeze(-1) - within.unsqueeze(-2)).masked_fill(~below, float("-inf")).exp()  # (.., L, L)
+    out = ((q_c @ k_c.transpose(-1, -2)) * relative) @ v_c  # (B, H, nc, L, M): within-chunk terms
+    keys_to_end = k_c * torch.exp(whole.unsqueeze(-1) - within).unsqueeze(-1)  # (B, H, nc, L, C)
+    added = keys_to_end.transpose(-1, -2) @ v_c  # (B, H, nc, C, M): what each chunk adds to the state
+    state = q.new_zeros(batch, heads, features, v.shape[-1]) if initial_state is None else initial_state
+    entering = []
+    for c in range(n_chunks):
+        entering.append(state)
+        state = torch.exp(whole[:, :, c, None, None]) * state + added[:, :, c]
+    earlier = torch.stack(entering, dim=2)  # (B, H, nc, C, M): state entering each chunk
+    out = out + (q_c * torch.exp(within).unsqueeze(-1)) @ earlier
+    return out.reshape(batch, heads, n_chunks * chunk, -1)[:, :, :length], state
+
+
+def decayed_dot_product(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    log_decay: Tensor,
+    *,
+    chunk_size: int | None = None,
+    initial_state: Tensor | None = None,
+    return_state: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Causal decayed product out_i = sum_{j<=i} exp(sum_{j<s<=i} log_decay_s) (q_i . k_j) v_j.
+
+    Accumulates in fp32 (fp64 for fp64 inputs) with autocast off; differentiable by autograd.
+
+    Args:
+        q: (B, H, N, C) queries (feature-mapped or not).
+        k: (B, H, N, C) keys.
+        v: (B, H, N, M) values.
+        log_decay: (B, H, N) log of the forget factor applied to the state at each position, <= 0.
+        chunk_size: positions per chunk; None uses 64.
+        initial_state: (B, H, C, M) state before position 0 (decayed by log_decay_0); None is zeros.
+        return_state: also return the state S_{N-1} after the last position.
+
+    Returns:
+        (B, H, N, M) in the dtype of v, and with ``return_state`` the final (B, H, C, M) state in
+        the accumulation dtype.
+    """
+    check_decayed_inputs(q, k, v, log_decay, initial_state)
+    acc = accumulation_dtype(v.dtype)
+    chunk = _chunk_length(chunk_size, q.shape[2])
+    with torch.autocast(q.device.type, enabled=False):
+        start = None if initial_state is None else initial_state.to(acc)
+        out, state = decayed_product_chunked(q.to(acc), k.to(acc), v.to(acc), log_decay.to(acc), chunk, start)
+    return (out.to(v.dtype), state) if return_state else out.to(v.dtype)
+
+
+def bidirectional_decayed_dot_product(
+    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, *, chunk_size: int | None = None
+) -> Tensor:
+    """Non-causal decayed product out_i = sum_j exp(-|cum_i - cum_j|) (q_i . k_j) v_j, cum = cumsum(log_decay).
+
+    Key j reaches query i through the decays of the positions after the earlier of the two up to
+    the later one (gamma^|i - j| for a constant decay). Computed as a causal pass, a causal pass
+    over the reversed sequence and minus the diagonal counted twice; queries and keys share
+    positions, so N == S.
+
+    Args:
+        q: (B, H, N, C) queries.
+        k: (B, H, N, C) keys.
+        v: (B, H, N, M) values.
+        log_decay: (B, H, N) log-decays, <= 0.
+        chunk_size: positions per chunk; None uses 64.
+
+    Returns:
+        (B, H, N, M) in the dtype of v.
+    """
+    check_decayed_inputs(q, k, v, log_decay, None)
+    acc = accumulation_dtype(v.dtype)
+    chunk = _chunk_length(chunk_size, q.shape[2])
+    with torch.autocast(q.device.type, enabled=False):
+        q, k, values, log_decay = q.to(acc), k.to(acc), v.to(acc), log_decay.to(acc)
+        forward, _ = decayed_product_chunked(q, k, values, log_decay, chunk)
+        # reversed, the decay between reversed positions t-1 and t is the original one at N - t
+        reversed_decay = F.pad(log_decay.flip(-1)[..., :-1], (1, 0))  # (B, H, N)
+        backward, _ = decayed_product_chunked(q.flip(2), k.flip(2), values.flip(2), reversed_decay, chunk)
+        diagonal = (q * k).sum(-1, keepdim=True) * values  # (B, H, N, M): counted by both passes
+        out = forward + backward.flip(2) - diagonal
+    return out.to(v.dtype)
+
+
+def decayed_linear_attention(
+    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, *, causal: bool = True, eps: float = 1e-6,
+    chunk_size: int | None = None,
+) -> Tensor:
+    """Normalised decayed linear attention: the decayed product over the same product of ones.
+
+    out_i = sum_j w_ij (q_i . k_j) v_j / (sum_j w_ij (q_i . k_j) + eps), with w_ij the causal decay
+    (j <= i) or the bidirectional one (all j).
+
+    Args:
+        q: (B, H, N, C) feature-mapped (non-negative) queries.
+        k: (B, H, N, C) feature-mapped (non-negative) keys.
+        v: (B, H, N, M) values.
+        log_decay: (B, H, N) log-decays, <= 0.
+        causal: causal (j <= i) or bidirectional decays.
+        eps: added to the denominator.
+        chunk_size: positions per chunk; None uses 64.
+
+    Returns:
+        (B, H, N, M) in the dtype of v.
+    """
+    acc = accumulation_dtype(v.dtype)
+    values = v.to(acc)
+    # the normaliser rides along as a column of ones: one pass gives numerator and denominator
+    values_and_ones = torch.cat([values, values.new_ones(*values.shape[:-1], 1)], dim=-1)  # (B, H, N, M+1)
+    q, k = q.to(acc), k.to(acc)
+    if causal:
+        product = decayed_dot_product(q, k, values_and_ones, log_decay, chunk_size=chunk_size)
+    else:
+        product = bidirectional_decayed_dot_product(q, k, values_and_ones, log_decay, chunk_size=chunk_size)
+    return (product[..., :-1] / (product[..., -1:] + eps)).to(v.dtype)
