@@ -5,10 +5,13 @@ from __future__ import annotations
 import glob
 import importlib
 import os
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
 import torch
+
+from lintf.checkpoint_format import FORMAT, format_of, task_name
 
 
 class CheckpointError(ValueError):
@@ -31,7 +34,17 @@ def read_checkpoint(path: str) -> dict[str, Any]:
 
 def task_of(checkpoint: dict[str, Any]) -> str | None:
     """Class path of the task that wrote ``checkpoint`` (None if not written by a lintf task)."""
-    return checkpoint.get("lintf_task")
+    return task_name(checkpoint)
+
+
+def require_current_format(path: str, checkpoint: dict[str, Any]) -> None:
+    """CheckpointError naming the upgrade command if ``checkpoint`` is in an older layout."""
+    if format_of(checkpoint) < FORMAT:
+        raise CheckpointError(
+            f"checkpoint {path} was written by an older lintf (checkpoint format {format_of(checkpoint)}, this "
+            f"lintf reads format {FORMAT}). Write an upgraded copy with `python -m lintf.checkpoint_format {path}` "
+            f"(the original is kept) and pass that to --ckpt_path."
+        )
 
 
 def canonical_class_path(class_path: str) -> str:
@@ -66,14 +79,7 @@ def resolve_checkpoint(ckpt_path: str, task: str, roots: list[str]) -> str:
     task = canonical_class_path(task)
     where = " or ".join(roots)
     if ckpt_path in ALIASES:
-        candidates = find_checkpoints(roots, ALIASES[ckpt_path])
-        matching = [path for path in candidates if task_of(read_checkpoint(path)) == task]
-        if not matching:
-            raise CheckpointError(
-                f"--ckpt_path {ckpt_path}: no {ALIASES[ckpt_path]} written by {task} under {where} "
-                f"({len(candidates)} from other tasks). Train first (lintf fit ...), or pass the path of a .ckpt file."
-            )
-        return matching[0]
+        return newest_of_task(ckpt_path, task, roots)
     if not os.path.isfile(ckpt_path):
         nearby = find_checkpoints(roots, "*.ckpt")[:3]
         hint = f"; recent checkpoints: {', '.join(nearby)}" if nearby else ""
@@ -81,11 +87,47 @@ def resolve_checkpoint(ckpt_path: str, task: str, roots: list[str]) -> str:
             f"checkpoint not found: {ckpt_path}. --ckpt_path takes an existing .ckpt file, 'last' (the newest "
             f"last.ckpt of this task under {where}) or 'best'{hint}."
         )
-    written_by = task_of(read_checkpoint(ckpt_path))
+    checkpoint = read_checkpoint(ckpt_path)
+    written_by = task_of(checkpoint)
     if written_by != task:
         origin = f"task {written_by}" if written_by else "something other than a lintf task"
         raise CheckpointError(
             f"checkpoint {ckpt_path} was written by {origin}, but this run uses {task}. Pass a checkpoint of "
             f"{task}, or choose the matching task with --model {written_by or '<TaskClass>'} and its data module."
         )
+    require_current_format(ckpt_path, checkpoint)
     return ckpt_path
+
+
+def newest_of_task(alias: str, task: str, roots: list[str]) -> str:
+    """The newest readable ``last.ckpt`` / ``best.ckpt`` of ``task`` under ``roots``.
+
+    Unreadable files (a run killed while writing, a damaged disk) are skipped with a warning naming
+    them, so an old broken file never hides a newer good one.
+    """
+    filename, where = ALIASES[alias], " or ".join(roots)
+    unreadable, older, other_tasks = [], [], 0
+    for path in find_checkpoints(roots, filename):
+        try:
+            checkpoint = read_checkpoint(path)
+        except CheckpointError:
+            unreadable.append(path)
+            continue
+        if task_of(checkpoint) != task:
+            other_tasks += 1
+        elif format_of(checkpoint) < FORMAT:
+            older.append(path)
+        else:
+            if unreadable:
+                warnings.warn(f"--ckpt_path {alias}: skipped unreadable {', '.join(unreadable)}; using {path}",
+                              stacklevel=2)
+            return path
+    notes = [f"{other_tasks} from other tasks"]
+    if unreadable:
+        notes.append(f"unreadable: {', '.join(unreadable)}")
+    if older:
+        notes.append(f"written by an older lintf: {', '.join(older)} (upgrade with `python -m lintf.checkpoint_format PATH`)")
+    raise CheckpointError(
+        f"--ckpt_path {alias}: no {filename} written by {task} under {where} ({'; '.join(notes)}). "
+        "Train first (lintf fit ...), or pass the path of a .ckpt file."
+    )

@@ -37,7 +37,7 @@ class ConfigError(ValueError):
 
 
 def registry_epilog() -> str:
-    """--help footer listing the names valid for --model.attention and --model.feature_map."""
+    """--help footer listing the names valid for --model.encoder.attention and --model.encoder.feature_map."""
     return (
         f"registered attentions: {', '.join(lintf.list_attentions())}; "
         f"feature maps: {', '.join(lintf.list_feature_maps())}"
@@ -52,6 +52,7 @@ class LintfArgumentParser(LightningArgumentParser):
             super().error(message, ex)
         parser = getattr(ex, "subcommand_parser", None) or self
         prog = parser.prog.replace(" [options]", "")
+        # argparse keeps every option string in _option_string_actions (private, unchanged since Python 2.7)
         known = [option.lstrip("-") for option in parser._option_string_actions]
         text = summarize(message, known)
         text += " " if text.endswith((".", "?")) else ". "
@@ -118,6 +119,8 @@ class LintfCLI(LightningCLI):
             except CheckpointError as error:
                 raise ConfigError(str(error)) from None
 
+    # Overrides LightningCLI._instantiate_trainer (private): the one place where the trainer's config and the
+    # callbacks built from the parser meet before Trainer(...). Checked by tests/cli/test_upstream_contracts.py.
     def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Any]) -> Any:
         config = {**config, **getattr(self, "batch_limits", {})}
         # The built-in checkpoint callback yields to ``--trainer.enable_checkpointing false``.

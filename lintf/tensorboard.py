@@ -17,11 +17,13 @@ from lightning.pytorch.utilities import rank_zero_only
 class ReservedVersionTensorBoardLogger(TensorBoardLogger):
     """TensorBoardLogger whose automatic ``version_N`` directory is claimed atomically on rank 0."""
 
+    # Overrides TensorBoardLogger._get_next_version (private), which Lightning calls for ``version=None``
+    # to pick one past the highest ``root_dir/version_*``; tests/cli/test_upstream_contracts.py checks it.
     def _get_next_version(self) -> int:
         version = super()._get_next_version()
         if rank_zero_only.rank != 0:  # other ranks receive rank 0's run directory by broadcast
             return version
-        parent = os.path.join(self.root_dir, self.name)
+        parent = self.root_dir  # save_dir/name, where Lightning looks for version_* directories
         os.makedirs(parent, exist_ok=True)
         while True:
             try:

@@ -25,6 +25,6 @@ class SaveRunConfig(SaveConfigCallback):
         if trainer.is_global_zero:
             os.makedirs(directory, exist_ok=True)
             path = unused_path(os.path.join(directory, self.config_filename))
-            self.parser.save(self.config, path, skip_none=False, overwrite=True, multifile=self.multifile)
+            self.parser.save(self.config, path, skip_unset=False, overwrite=True, multifile=self.multifile)
             self.save_config(trainer, pl_module, stage)
         self.already_saved = trainer.strategy.broadcast(True)

@@ -14,13 +14,10 @@ import torch
 from lightning.pytorch import LightningModule
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 
+from lintf.checkpoint_format import FORMAT
 from lintf.models.encoder_config import EncoderConfig
 from lintf.models.transformer import TransformerEncoder
 from lintf.tasks.decoding import Decoding
-
-CHECKPOINT_FORMAT = 2
-"""Version of the layout of lintf checkpoints (hyperparameters and weight names); see lintf.checkpoints."""
-
 
 class TransformerTask(LightningModule):
     """A LightningModule around a registry-built encoder; subclasses add the front end, head and loss.
@@ -71,4 +68,4 @@ class TransformerTask(LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["lintf_task"] = f"{type(self).__module__}.{type(self).__qualname__}"
-        checkpoint["lintf_format"] = CHECKPOINT_FORMAT
+        checkpoint["lintf_format"] = FORMAT

@@ -107,7 +107,7 @@ class SpeechData(SplitDataModule):
             [1 - speed_perturb, 1 + speed_perturb]; 0 disables it.
         test_warp: test-time vocal tract length normalisation: the filterbank of every test and
             predict utterance is warped by this factor (1: none). Choose it per speaker with
-            ``benchmarks/asr_vtln.py``, which needs no transcripts.
+            ``lintf asr vtln``, which needs no transcripts.
         spec_augment: mask random frequency bands and time spans of training features.
         freq_masks: SpecAugment frequency masks per utterance.
         freq_width: widest frequency mask in mel bins.

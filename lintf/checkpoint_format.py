@@ -1,0 +1,94 @@
+"""The layout of lintf checkpoints, and the upgrade of checkpoints written in an older layout.
+
+Format 2 nests the encoder's options under ``encoder`` (``EncoderConfig``), keeps decoding options out
+of the model, and names position codes ``positions.*``. Format 1 checkpoints (no ``lintf_format``
+key) are upgraded with ``python -m lintf.checkpoint_format OLD.ckpt [NEW.ckpt]``: the weights and
+hyperparameters carry over; the optimizer state does not (its parameter order changed), so the
+upgraded file serves ``test``, ``predict`` and fine-tuning from its weights, not resuming.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+FORMAT = 2
+ENCODER_FIELDS = ("d_model", "n_layers", "n_heads", "attention", "attention_kwargs", "feature_map",
+                  "feature_map_kwargs", "d_ff", "activation", "dropout", "norm")
+DECODING_FIELDS = ("decoder", "beam_width", "lm_order", "lm_text", "lm_weight", "lm_bonus")
+RENAMED_ARGUMENTS = {"context_blocks": "depthwise_blocks", "context_kernel": "depthwise_kernel"}
+RENAMED_TASKS = {"lintf.tasks.asr.ASRTask": "lintf.asr.model.task.ASRTask"}
+RENAMED_WEIGHTS = {"position_embedding": "positions.embedding", "row_embedding": "positions.row_embedding",
+                   "column_embedding": "positions.column_embedding", "context.": "conv_blocks."}
+TRAINING_STATE = ("optimizer_states", "lr_schedulers", "loops")
+
+
+def format_of(checkpoint: dict[str, Any]) -> int:
+    """The layout version of a lintf checkpoint (1 before versions were recorded)."""
+    return int(checkpoint.get("lintf_format", 1))
+
+
+def task_name(checkpoint: dict[str, Any]) -> str | None:
+    """Class path of the task that wrote ``checkpoint``, under its current name; None if not a lintf task's."""
+    task = checkpoint.get("lintf_task")
+    return RENAMED_TASKS.get(task, task)
+
+
+def renamed_weight(name: str) -> str:
+    for old, new in RENAMED_WEIGHTS.items():
+        if name == old or (old.endswith(".") and name.startswith(old)):
+            return new + name[len(old):] if old.endswith(".") else new
+    return name
+
+
+def upgrade(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """A format-2 copy of a format-1 ``checkpoint`` (weights and hyperparameters, no optimizer state)."""
+    if format_of(checkpoint) >= FORMAT:
+        return checkpoint
+    hparams = dict(checkpoint.get("hyper_parameters", {}))
+    encoder = {key: hparams.pop(key) for key in ENCODER_FIELDS if key in hparams}
+    decoding = {key: hparams.pop(key) for key in DECODING_FIELDS if key in hparams}
+    hparams = {RENAMED_ARGUMENTS.get(key, key): value for key, value in hparams.items()}
+    hparams["encoder"] = {key: (str(value) if key in ("attention", "feature_map") and value is not None else value)
+                          for key, value in encoder.items()}
+    if "_class_path" in hparams:
+        hparams["_class_path"] = RENAMED_TASKS.get(hparams["_class_path"], hparams["_class_path"])
+    upgraded = {key: value for key, value in checkpoint.items() if key not in TRAINING_STATE}
+    upgraded["hyper_parameters"] = hparams
+    upgraded["state_dict"] = {renamed_weight(name): value for name, value in checkpoint["state_dict"].items()}
+    upgraded["lintf_task"] = task_name(checkpoint)
+    upgraded["lintf_format"] = FORMAT
+    if decoding:
+        upgraded["lintf_decoding"] = decoding  # for the record: give them with --decoding now
+    return upgraded
+
+
+def upgraded_path(path: Path) -> Path:
+    return path.with_name(f"{path.stem}-format{FORMAT}{path.suffix}")
+
+
+def main(args: list[str] | None = None) -> None:
+    """``python -m lintf.checkpoint_format OLD [NEW]``: write an upgraded copy; the original is kept."""
+    parser = argparse.ArgumentParser(prog="python -m lintf.checkpoint_format", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("old", type=Path, help="a checkpoint written by an older lintf")
+    parser.add_argument("new", type=Path, nargs="?", help="where to write the upgrade (default: OLD-format2.ckpt)")
+    options = parser.parse_args(args)
+    if not options.old.is_file():
+        parser.error(f"{options.old} is not a file")
+    new = options.new or upgraded_path(options.old)
+    if new.exists():
+        parser.error(f"{new} exists; give another NEW path (nothing is overwritten)")
+    checkpoint = torch.load(options.old, map_location="cpu", weights_only=True)
+    if format_of(checkpoint) >= FORMAT:
+        parser.error(f"{options.old} is already in checkpoint format {FORMAT}; nothing to upgrade")
+    torch.save(upgrade(checkpoint), new)
+    print(f"wrote {new} (weights and hyperparameters of {options.old}; the optimizer state is not carried over)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
