@@ -28,7 +28,15 @@ def feature_map_names() -> list[str]:
 
 
 def exact_step_attention_names() -> list[str]:
-    return [n for n in lintf.list_attentions() if ATTENTIONS.get(n).step_matches_forward]
+    return [n for n in causal_attention_names() if ATTENTIONS.get(n).step_matches_forward]
+
+
+def causal_attention_names() -> list[str]:
+    return [n for n in lintf.list_attentions() if ATTENTIONS.get(n).supports_causal]
+
+
+def non_causal_only_attention_names() -> list[str]:
+    return [n for n in lintf.list_attentions() if not ATTENTIONS.get(n).supports_causal]
 
 
 def build(name: str, head_dim: int = HEAD_DIM, **kwargs):
@@ -43,6 +51,11 @@ def random_qkv(
     k = torch.randn(batch, heads, s, d, dtype=dtype)
     v = torch.randn(batch, heads, s, m, dtype=dtype)
     return q, k, v
+
+
+def qkv_for(attention, m: int = 5, **kwargs):
+    """random_qkv with values of the head size where the attention requires M == D."""
+    return random_qkv(m=attention.head_dim if attention.value_dim_is_head_dim else m, **kwargs)
 
 
 def run_seeded(attention, *args, seed: int = 1234, **kwargs):

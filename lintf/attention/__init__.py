@@ -1,9 +1,30 @@
 """Attention implementations, one file per registry key. Importing this package registers them."""
 
+from lintf.attention.aft import AFTSimpleAttention
 from lintf.attention.base import Attention, State
+from lintf.attention.clustered import ClusteredAttention
+from lintf.attention.gated_linear import GatedLinearAttention
+from lintf.attention.improved_clustered import ImprovedClusteredAttention
 from lintf.attention.linear import LinearAttention
+from lintf.attention.local import LocalAttention
 from lintf.attention.polynomial import PolynomialAttention
 from lintf.attention.reformer import ReformerAttention
+from lintf.attention.retention import RetentionAttention
 from lintf.attention.softmax import SoftmaxAttention
+from lintf.attention.topk import TopKAttention
 
-__all__ = ["Attention", "LinearAttention", "PolynomialAttention", "ReformerAttention", "SoftmaxAttention", "State"]
+__all__ = [
+    "AFTSimpleAttention",
+    "Attention",
+    "ClusteredAttention",
+    "GatedLinearAttention",
+    "ImprovedClusteredAttention",
+    "LinearAttention",
+    "LocalAttention",
+    "PolynomialAttention",
+    "ReformerAttention",
+    "RetentionAttention",
+    "SoftmaxAttention",
+    "State",
+    "TopKAttention",
+]

@@ -7,6 +7,12 @@ Shapes (B batch, H heads, N queries, S keys, D query/key size, M value size):
   that must not be attended (torch.nn.MultiheadAttention's convention). ``causal=True``
   requires N == S: query i sees keys 0..i. A query that sees no key at all returns zeros.
 * ``init_state(batch_size, n_heads, value_dim, device=..., dtype=...)`` -> state for decoding.
+* Class attributes declare the exceptions, and the contract tests adapt to them:
+  ``supports_causal = False``: non-causal only (e.g. clustered attention); ``forward(causal=True)``,
+  ``init_state`` and ``step`` raise a ValueError naming the attentions that are causal.
+  ``self_attention_only = True``: queries and keys are positions of one sequence (decays by
+  distance), so N == S even without ``causal``. ``value_dim_is_head_dim = True``: M == D
+  (element-wise attentions such as AFT). ``shares_query_key`` and ``step_matches_forward``: below.
 * ``step(q_t, k_t, v_t, state)`` -> (out_t, new_state): q_t, k_t (B, H, D), v_t (B, H, M),
   out_t (B, H, M). Feeding positions 0..N-1 through ``step`` reproduces
   ``forward(..., causal=True)``. The state is a dict of tensors (plus an int length for caches);
@@ -22,6 +28,8 @@ from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
+
+from lintf.registry import ATTENTIONS
 
 State = dict[str, Any]
 
@@ -40,7 +48,14 @@ class Attention(nn.Module):
     shares_query_key: ClassVar[bool] = False
     """True if ``k`` is ignored and derived from ``q`` (needs N == S); tests adapt to it."""
     step_matches_forward: ClassVar[bool] = True
-    """False if ``step`` only approximates ``forward(causal=True)`` (say why in the class docstring)."""
+    """False if ``step`` only approximates ``forward(causal=True)`` (say why in the class docstring),
+    or if there is no step at all (``supports_causal = False``)."""
+    supports_causal: ClassVar[bool] = True
+    """False for non-causal-only attentions: ``causal=True``, ``init_state`` and ``step`` raise."""
+    self_attention_only: ClassVar[bool] = False
+    """True if N must equal S even when not causal (queries and keys share positions)."""
+    value_dim_is_head_dim: ClassVar[bool] = False
+    """True if the value size M must equal head_dim D (element-wise attentions)."""
 
     def __init__(self, head_dim: int) -> None:
         super().__init__()
@@ -57,8 +72,24 @@ class Attention(nn.Module):
 
     def step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
         """One causal decoding step; see the module docstring for shapes."""
+        self.require_causal("has no step")
         self.check_step_inputs(q_t, k_t, v_t)
         return self.attend_step(q_t, k_t, v_t, state)
+
+    def require_causal(self, what: str) -> None:
+        """Raise ValueError naming this attention and the causal ones if it is non-causal only."""
+        if self.supports_causal:
+            return
+        causal = [name for name in ATTENTIONS.names() if ATTENTIONS.get(name).supports_causal]
+        raise ValueError(
+            f"{self.display_name()} attention is non-causal only, so it {what}; use causal=False, or a causal "
+            f"attention: {', '.join(causal)}"
+        )
+
+    @classmethod
+    def display_name(cls) -> str:
+        """The registry name of the class, or its class name if unregistered."""
+        return getattr(cls, "registry_name", cls.__name__)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, causal: bool, key_padding_mask: Tensor | None) -> Tensor:
         raise NotImplementedError
@@ -75,6 +106,7 @@ class Attention(nn.Module):
         dtype: torch.dtype = torch.float32,
     ) -> State:
         """Empty decoding state for ``batch_size`` sequences."""
+        self.require_causal("has no decoding state")
         raise NotImplementedError
 
     def check_inputs(self, q: Tensor, k: Tensor, v: Tensor, causal: bool, key_padding_mask: Tensor | None) -> None:
@@ -93,15 +125,27 @@ class Attention(nn.Module):
             )
         if v.shape[:3] != k.shape[:3]:
             raise ValueError(f"{name}: v must be (B, H, S, M) matching k {tuple(k.shape)}, got {tuple(v.shape)}")
-        if (causal or self.shares_query_key) and n_queries != k.shape[2]:
-            why = "causal attention" if causal else "shared query-key attention"
+        if (causal or self.shares_query_key or self.self_attention_only) and n_queries != k.shape[2]:
+            if causal:
+                why = "causal attention"
+            elif self.shares_query_key:
+                why = "shared query-key attention"
+            else:
+                why = "self-attention (queries and keys share positions)"
             raise ValueError(f"{name}: {why} needs as many queries as keys, got N={n_queries}, S={k.shape[2]}")
+        if self.value_dim_is_head_dim and v.shape[3] != self.head_dim:
+            raise ValueError(
+                f"{name}: values must have the head size M = D = {self.head_dim} (element-wise attention), "
+                f"got v {tuple(v.shape)}"
+            )
         if key_padding_mask is not None:
             if key_padding_mask.dtype != torch.bool or tuple(key_padding_mask.shape) != (batch, k.shape[2]):
                 raise ValueError(
                     f"{name}: key_padding_mask must be a bool tensor (B, S) = ({batch}, {k.shape[2]}) with True "
                     f"for padding, got {_describe(key_padding_mask)}"
                 )
+        if causal:
+            self.require_causal("cannot run with causal=True")
 
     def check_step_inputs(self, q_t: Tensor, k_t: Tensor, v_t: Tensor) -> None:
         """Raise ValueError unless q_t, k_t are (B, H, D) and v_t is (B, H, M)."""
@@ -116,6 +160,11 @@ class Attention(nn.Module):
             raise ValueError(
                 f"{name}.step: expected q_t, k_t (B, H, {self.head_dim}) and v_t (B, H, M) with the same B, H; "
                 f"got {tuple(q_t.shape)}, {tuple(k_t.shape)}, {tuple(v_t.shape)}"
+            )
+        if self.value_dim_is_head_dim and v_t.shape[2] != self.head_dim:
+            raise ValueError(
+                f"{name}.step: v_t must have the head size M = D = {self.head_dim} (element-wise attention), "
+                f"got {tuple(v_t.shape)}"
             )
 
     def _check_same_kind(self, q: Tensor, k: Tensor, v: Tensor) -> None:

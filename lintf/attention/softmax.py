@@ -8,20 +8,8 @@ from torch import Tensor
 
 from lintf.attention.base import Attention, State
 from lintf.attention.cache import cache_append, empty_cache
+from lintf.attention.masking import visible_keys
 from lintf.registry import register_attention
-
-
-def visible_keys(
-    key_padding_mask: Tensor | None, causal: bool, n_queries: int, n_keys: int, device: torch.device
-) -> Tensor | None:
-    """Bool (B|1, 1, N, S) mask, True where query i may attend key j; None if every key is visible."""
-    visible = None
-    if causal:
-        visible = torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).tril()[None, None]
-    if key_padding_mask is not None:
-        not_padding = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
-        visible = not_padding if visible is None else visible & not_padding
-    return visible
 
 
 @register_attention("softmax")

@@ -60,13 +60,14 @@ def test_every_attention_trains(name):
     """A few Adam steps fit a fixed next-token regression target better than at the start."""
     torch.manual_seed(0)
     model = TransformerEncoder(EncoderConfig(**SMALL, attention=name))
+    causal = lintf.registry.ATTENTIONS.get(name).supports_causal  # non-causal-only attentions train bidirectionally
     head = torch.nn.Linear(16, 1)
     x, target = torch.randn(8, 16, 16), torch.randn(8, 16, 1)
     optimiser = torch.optim.Adam([*model.parameters(), *head.parameters()], lr=3e-3)
     losses = []
     for _ in range(30):
         optimiser.zero_grad()
-        loss = torch.nn.functional.mse_loss(head(model(x, causal=True)), target)
+        loss = torch.nn.functional.mse_loss(head(model(x, causal=causal)), target)
         loss.backward()
         optimiser.step()
         losses.append(loss.item())
@@ -92,9 +93,9 @@ def test_attention_kwargs_reach_the_attention():
 
 
 def test_bad_configuration_errors():
-    with pytest.raises(KeyError, match="unknown attention 'linera'; known attention names: linear"):
+    with pytest.raises(KeyError, match="unknown attention 'linera'; known attention names: .*linear"):
         TransformerEncoder(EncoderConfig(**SMALL, attention="linera"))
-    with pytest.raises(ValueError, match="attention 'softmax' takes no feature map.*attentions with a feature map: linear"):
+    with pytest.raises(ValueError, match="attention 'softmax' takes no feature map.*attentions with a feature map: .*linear"):
         TransformerEncoder(EncoderConfig(**SMALL, attention="softmax", feature_map="favor"))
     with pytest.raises(KeyError, match="unknown feature map 'elo'"):
         TransformerEncoder(EncoderConfig(**SMALL, feature_map="elo"))

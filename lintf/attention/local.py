@@ -1,0 +1,89 @@
+"""Local (sliding-window) attention: softmax over the keys within ``window`` positions of each query."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from lintf.attention.base import Attention, State
+from lintf.attention.masking import masked_softmax
+from lintf.ops import accumulation_dtype
+from lintf.registry import register_attention
+
+
+def band(window: int, causal: bool, device: torch.device) -> Tensor:
+    """Bool (w, 3w): query r of a block may see key t of the (previous, own, next) blocks around it."""
+    offset = torch.arange(3 * window, device=device)[None, :] - window - torch.arange(window, device=device)[:, None]
+    if causal:
+        return (offset <= 0) & (offset > -window)  # keys i - w + 1 .. i
+    return offset.abs() < window  # keys i - w + 1 .. i + w - 1
+
+
+@register_attention("local")
+class LocalAttention(Attention):
+    """Softmax attention restricted to a window: query i sees keys j with |i - j| < window.
+
+    Causal: keys i - window + 1 .. i (``window`` keys including itself). Positions index q and k
+    separately, so cross-attention with N != S compares query i with key j by index. ``forward``
+    costs O(N w): queries in blocks of w attend to the keys of the previous, own and next block.
+    ``step`` keeps the last ``window`` keys and values (O(w) memory) and equals the causal forward.
+
+    Args:
+        head_dim: D.
+        window: w, the window size in positions.
+        scale: logit scale; None uses 1/sqrt(D).
+    """
+
+    def __init__(self, head_dim: int, window: int = 32, scale: float | None = None) -> None:
+        super().__init__(head_dim)
+        if not isinstance(window, int) or window < 1:
+            raise ValueError(f"local: window must be a positive int, got {window!r}")
+        self.window = window
+        self.scale = head_dim**-0.5 if scale is None else float(scale)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, causal: bool, key_padding_mask: Tensor | None) -> Tensor:
+        batch, heads, n_queries, _ = q.shape
+        n_keys, w, acc = k.shape[2], self.window, accumulation_dtype(v.dtype)
+        n_blocks = math.ceil(n_queries / w)
+        behind = n_blocks * w + w - n_keys  # block b sees padded keys [b w, b w + 3 w); negative crops
+        with torch.autocast(q.device.type, enabled=False):
+            queries = F.pad(q.to(acc), (0, 0, 0, n_blocks * w - n_queries)).reshape(batch, heads, n_blocks, w, -1)
+            keys = F.pad(k.to(acc), (0, 0, w, behind)).unfold(2, 3 * w, w)  # (B, H, nb, D, 3w)
+            values = F.pad(v.to(acc), (0, 0, w, behind)).unfold(2, 3 * w, w)  # (B, H, nb, M, 3w)
+            padding = key_padding_mask if key_padding_mask is not None else k.new_zeros(batch, n_keys, dtype=torch.bool)
+            # positions outside 0..S-1 count as padding
+            hidden = F.pad(padding.to(acc), (w, behind), value=1.0).unfold(1, 3 * w, w) > 0  # (B, nb, 3w)
+            visible = band(w, causal, q.device) & ~hidden[:, None, :, None, :]  # (B, 1, nb, w, 3w)
+            logits = (queries @ keys) * self.scale  # (B, H, nb, w, 3w)
+            out = masked_softmax(logits, visible) @ values.transpose(-1, -2)  # (B, H, nb, w, M)
+        return out.reshape(batch, heads, n_blocks * w, -1)[:, :, :n_queries].to(v.dtype)
+
+    def init_state(
+        self,
+        batch_size: int,
+        n_heads: int,
+        value_dim: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> State:
+        acc = accumulation_dtype(dtype)
+        return {
+            "keys": torch.zeros(batch_size, n_heads, self.window, self.head_dim, device=device, dtype=acc),
+            "values": torch.zeros(batch_size, n_heads, self.window, value_dim, device=device, dtype=acc),
+            "length": 0,
+        }
+
+    def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
+        acc = state["keys"].dtype
+        with torch.autocast(q_t.device.type, enabled=False):
+            # oldest first: drop the oldest slot, append the newest
+            keys = torch.cat([state["keys"][:, :, 1:], k_t.to(acc).unsqueeze(2)], dim=2)  # (B, H, w, D)
+            values = torch.cat([state["values"][:, :, 1:], v_t.to(acc).unsqueeze(2)], dim=2)  # (B, H, w, M)
+            filled = min(state["length"] + 1, self.window)
+            visible = torch.arange(self.window, device=q_t.device) >= self.window - filled  # (w,)
+            logits = (keys @ q_t.to(acc).unsqueeze(-1)).squeeze(-1) * self.scale  # (B, H, w)
+            out = (masked_softmax(logits, visible).unsqueeze(-2) @ values).squeeze(-2)  # (B, H, M)
+        return out.to(v_t.dtype), {"keys": keys, "values": values, "length": state["length"] + 1}
