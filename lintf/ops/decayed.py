@@ -2,8 +2,9 @@
 
     S_i = exp(log_decay_i) S_{i-1} + k_i v_i^T,    out_i = q_i S_i
 
-(RetNet's retention, gated linear attention, AFT's running softmax). ``decayed_reference.py``
-holds the naive O(N^2) and step-by-step forms the tests compare against.
+(RetNet's retention, gated linear attention), and its element-wise relative ``decayed_cumsum``
+h_i = exp(log_decay_i) h_{i-1} + x_i (AFT's running softmax). ``decayed_reference.py`` holds the
+naive O(N^2) and step-by-step forms the tests compare against.
 
 Chunked form: the sequence is cut into chunks of L positions. Inside a chunk, with
 b_t = sum_{s<=t} log_decay_s (local cumulative sums, <= 0 and non-increasing), key s reaches
@@ -196,3 +197,41 @@ def decayed_linear_attention(
     else:
         product = bidirectional_decayed_dot_product(q, k, values_and_ones, log_decay, chunk_size=chunk_size)
     return (product[..., :-1] / (product[..., -1:] + eps)).to(v.dtype)
+
+
+def decayed_cumsum(x: Tensor, log_decay: Tensor) -> Tensor:
+    """Element-wise decayed prefix sum h_i = exp(log_decay_i) h_{i-1} + x_i along dim 2.
+
+    A log-step scan (Hillis-Steele): after the step with offset d, h_i sums x over the 2d
+    positions ending at i, and the running decay product covers the same span, so the result
+    takes ceil(log2 N) element-wise steps, every factor a product of decays <= 1. Differentiable
+    by autograd; runs in the accumulation dtype with autocast off.
+
+    Args:
+        x: (B, H, N, ...) float terms.
+        log_decay: log-decays <= 0, broadcastable to ``x`` with its own N in dim 2.
+
+    Returns:
+        (B, H, N, ...) prefix sums in the dtype of x.
+    """
+    if x.dim() < 3 or not x.is_floating_point() or log_decay.dim() != x.dim() or log_decay.shape[2] != x.shape[2]:
+        raise ValueError(
+            f"decayed cumsum: expected x (B, H, N, ...) and log_decay with as many dims and the same N, got "
+            f"x {tuple(x.shape)}, log_decay {tuple(log_decay.shape)}"
+        )
+    if any(d not in (1, n) for d, n in zip(log_decay.shape, x.shape)):
+        raise ValueError(f"decayed cumsum: log_decay {tuple(log_decay.shape)} must broadcast to x {tuple(x.shape)}")
+    if log_decay.numel() and bool((log_decay > 0).any()):
+        raise ValueError(
+            f"decayed cumsum: log_decay must be <= 0 (decays in (0, 1]), got a maximum of {log_decay.max().item():g}"
+        )
+    acc = accumulation_dtype(x.dtype)
+    with torch.autocast(x.device.type, enabled=False):
+        sums, decay = x.to(acc), torch.exp(log_decay.to(acc))
+        offset = 0 if x.shape[2] == 0 else 1
+        while 0 < offset < x.shape[2]:
+            before = (0, 0) * (x.dim() - 3) + (offset, 0)  # pad dim 2 at the front
+            sums = sums + decay * F.pad(sums[:, :, :-offset], before)  # h_{i-d} is 0 before the start
+            decay = decay * F.pad(decay[:, :, :-offset], before)
+            offset *= 2
+    return sums.to(x.dtype)

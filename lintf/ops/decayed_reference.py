@@ -59,3 +59,13 @@ def decayed_recurrence_reference(
         state = torch.exp(log_decay[:, :, i, None, None]) * state + k[:, :, i, :, None] * v[:, :, i, None, :]
         outputs.append((q[:, :, i, :, None] * state).sum(-2))  # (B, H, M)
     return torch.stack(outputs, dim=2), state
+
+
+def decayed_cumsum_reference(x: Tensor, log_decay: Tensor) -> Tensor:
+    """h_i = exp(log_decay_i) h_{i-1} + x_i along dim 2, one position at a time."""
+    decay = torch.exp(log_decay).expand_as(x)
+    state, outputs = torch.zeros_like(x[:, :, 0]), []
+    for i in range(x.shape[2]):
+        state = decay[:, :, i] * state + x[:, :, i]
+        outputs.append(state)
+    return torch.stack(outputs, dim=2)

@@ -7,9 +7,15 @@ import math
 import pytest
 import torch
 
-from lintf.ops.decayed import bidirectional_decayed_dot_product, decayed_dot_product, decayed_linear_attention
+from lintf.ops.decayed import (
+    bidirectional_decayed_dot_product,
+    decayed_cumsum,
+    decayed_dot_product,
+    decayed_linear_attention,
+)
 from lintf.ops.decayed_reference import (
     bidirectional_decayed_dot_product_reference,
+    decayed_cumsum_reference,
     decayed_dot_product_reference,
     decayed_recurrence_reference,
 )
@@ -141,3 +147,39 @@ def test_bad_inputs_raise_clear_errors():
         decayed_dot_product(q, k, v, log_decay, initial_state=torch.zeros(2, 3, 3, 4, dtype=torch.float64))
     with pytest.raises(ValueError, match="chunk_size must be a positive int or None, got 0"):
         decayed_dot_product(q, k, v, log_decay, chunk_size=0)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 16, 33])
+def test_decayed_cumsum_matches_recurrence_forward_and_gradients(n):
+    x = torch.randn(2, 3, n, 4, 2, dtype=torch.float64, requires_grad=True)
+    log_decay = (-2 * torch.rand(2, 3, n, 4, 1, dtype=torch.float64)).requires_grad_()  # broadcast over the last dim
+    got, want = decayed_cumsum(x, log_decay), decayed_cumsum_reference(x, log_decay)
+    torch.testing.assert_close(got, want)
+    upstream = torch.randn_like(got)
+    got_grads = torch.autograd.grad(got, (x, log_decay), upstream, allow_unused=True)
+    for a, b in zip(got_grads, torch.autograd.grad(want, (x, log_decay), upstream)):
+        torch.testing.assert_close(torch.zeros_like(b) if a is None else a, b)  # log_decay_0 decays nothing
+
+
+def test_decayed_cumsum_is_the_decayed_product_with_one_feature():
+    q, k, v, log_decay = inputs(19, c=1, m=1)
+    expected = decayed_dot_product_reference(torch.ones_like(q), k, v, log_decay)
+    torch.testing.assert_close(decayed_cumsum(k * v, log_decay.unsqueeze(-1)), expected)
+
+
+def test_decayed_cumsum_with_strong_decays_is_finite():
+    x = torch.randn(1, 2, 300, 3)
+    log_decay = -80 * torch.rand(1, 2, 300, 3)
+    got = decayed_cumsum(x, log_decay)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got.double(), decayed_cumsum_reference(x.double(), log_decay.double()), atol=1e-5, rtol=1e-5)
+
+
+def test_decayed_cumsum_rejects_bad_inputs():
+    x = torch.randn(2, 3, 5, 4)
+    with pytest.raises(ValueError, match="log_decay must be <= 0"):
+        decayed_cumsum(x, torch.ones(2, 3, 5, 4))
+    with pytest.raises(ValueError, match=r"must broadcast to x \(2, 3, 5, 4\)"):
+        decayed_cumsum(x, -torch.ones(2, 3, 5, 2))
+    with pytest.raises(ValueError, match="as many dims and the same N"):
+        decayed_cumsum(x, -torch.ones(2, 3, 4, 4))
