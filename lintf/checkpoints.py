@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from lintf.checkpoint_format import FORMAT, format_of, task_name
+from lintf.checkpoint_io import CheckpointIntegrityError, verify_checkpoint
 
 
 class CheckpointError(ValueError):
@@ -22,7 +23,11 @@ ALIASES = {"last": "last.ckpt", "best": "best.ckpt"}
 
 
 def read_checkpoint(path: str) -> dict[str, Any]:
-    """The checkpoint dict at ``path`` without copying its tensors (memory-mapped)."""
+    """The checkpoint dict at ``path`` without copying its tensors (memory-mapped), its sha256 verified."""
+    try:
+        verify_checkpoint(path)
+    except CheckpointIntegrityError as error:
+        raise CheckpointError(str(error)) from None
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as error:

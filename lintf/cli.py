@@ -10,26 +10,36 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import os
 import sys
+import warnings
 from typing import Any
 
 from lightning.pytorch import LightningDataModule
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 
 import lintf
 from lintf.callbacks import LogSamples, PredictionWriter, RunCheckpoint, SaveRunConfig
+from lintf.callbacks.run_directory import run_directory
+from lintf.checkpoint_io import VerifiedCheckpointIO
 from lintf.checkpoints import CheckpointError, resolve_checkpoint
 from lintf.config_errors import summarize
+from lintf.config_files import ConfigFileError, integer_batch_limits
 from lintf.plugins import PluginError, load_plugins, plugins_in_args
 from lintf.registry import UnknownArgumentError, UnknownNameError
 from lintf.tasks.decoding import Decoding
-from lintf.tensorboard import ReservedVersionTensorBoardLogger
+from lintf.ops._ext import BuildLockError
+from lintf.run_checks import check_before_fit, check_checkpoint_fits
+from lintf.tensorboard import ReservedVersionTensorBoardLogger, discard_unused_run_directory
 
 USER_ERRORS = (CheckpointError, PluginError, UnknownNameError, UnknownArgumentError, ValueError)
 """Errors of a bad configuration: reported in one paragraph when they occur before training."""
+RUN_ERRORS = (*USER_ERRORS, BuildLockError, FileNotFoundError)
+"""Errors of bad data, settings or files met while a subcommand runs: one paragraph too (LINTF_DEBUG=1: traceback)."""
 
 
 class ConfigError(ValueError):
@@ -74,19 +84,33 @@ class LintfCLI(LightningCLI):
         from lintf.tasks import TransformerTask
 
         epilog = {"epilog": registry_epilog()}
-        super().__init__(
-            model_class=TransformerTask,
-            datamodule_class=LightningDataModule,
-            subclass_mode_model=True,
-            subclass_mode_data=True,
-            save_config_callback=SaveRunConfig,
-            auto_configure_optimizers=False,
-            seed_everything_default=0,
-            parser_class=LintfArgumentParser,
-            parser_kwargs={"allow_abbrev": False, **{name: {**epilog, "allow_abbrev": False} for name in self.subcommands()}},
-            args=args,
-            run=run,
-        )
+        try:
+            super().__init__(
+                model_class=TransformerTask,
+                datamodule_class=LightningDataModule,
+                subclass_mode_model=True,
+                subclass_mode_data=True,
+                save_config_callback=SaveRunConfig,
+                auto_configure_optimizers=False,
+                seed_everything_default=0,
+                parser_class=LintfArgumentParser,
+                parser_kwargs={"allow_abbrev": False,
+                               **{name: {**epilog, "allow_abbrev": False} for name in self.subcommands()}},
+                args=args,
+                run=run,
+            )
+        except ConfigError:
+            self._discard_run_directory()
+            raise
+        except RUN_ERRORS as error:  # met while the subcommand ran: one paragraph, no empty run directory
+            self._discard_run_directory()
+            if os.environ.get("LINTF_DEBUG"):
+                raise
+            raise ConfigError(summarize(str(error).strip() or type(error).__name__)) from error
+
+    def _discard_run_directory(self) -> None:
+        for logger in getattr(getattr(self, "trainer", None), "loggers", None) or []:
+            discard_unused_run_directory(logger)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_argument(
@@ -111,7 +135,11 @@ class LintfCLI(LightningCLI):
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
-        self.batch_limits = integer_batch_limits(sys.argv[1:] if args is None else args)
+        raw = sys.argv[1:] if args is None else args
+        self.batch_limits = integer_batch_limits(raw) if isinstance(raw, list | tuple) else {}
+        trainer = (self.config[subcommand] if subcommand else self.config).trainer
+        for key, limit in self.batch_limits.items():
+            trainer[key] = limit  # so the saved config.yaml says 1 (one batch), not 1.0 (all of them)
         if subcommand and self.config[subcommand].get("ckpt_path"):
             config = self.config[subcommand]
             try:
@@ -123,6 +151,10 @@ class LintfCLI(LightningCLI):
     # callbacks built from the parser meet before Trainer(...). Checked by tests/cli/test_upstream_contracts.py.
     def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Any]) -> Any:
         config = {**config, **getattr(self, "batch_limits", {})}
+        plugins = config.get("plugins") or []
+        plugins = list(plugins) if isinstance(plugins, list | tuple) else [plugins]
+        if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
+            config = {**config, "plugins": [*plugins, VerifiedCheckpointIO()]}  # atomic writes, sha256 sidecars
         # The built-in checkpoint callback yields to ``--trainer.enable_checkpointing false``.
         if config.get("enable_checkpointing") is False:
             callbacks = [callback for callback in callbacks if not isinstance(callback, ModelCheckpoint)]
@@ -133,6 +165,39 @@ class LintfCLI(LightningCLI):
             config = {**config, "logger": ReservedVersionTensorBoardLogger(save_dir=root, version=SLURMEnvironment.job_id())}
         return super()._instantiate_trainer(config, callbacks)
 
+    def before_fit(self) -> None:
+        config = self.config["fit"]
+        check_before_fit(self.model, self.trainer.max_steps, config.get("ckpt_path"))
+
+    def before_validate(self) -> None:
+        self._check_checkpoint("validate")
+
+    def before_test(self) -> None:
+        self._check_checkpoint("test")
+
+    def before_predict(self) -> None:
+        self._check_checkpoint("predict")
+
+    def _check_checkpoint(self, subcommand: str) -> None:
+        ckpt_path = self.config[subcommand].get("ckpt_path")
+        if ckpt_path:
+            check_checkpoint_fits(self.model, ckpt_path)
+
+    def after_fit(self) -> None:
+        """Say where the run went: its directory and its checkpoints."""
+        directory = run_directory(self.trainer)  # on every rank: it broadcasts rank 0's
+        if not self.trainer.is_global_zero:
+            return
+        callback = self.trainer.checkpoint_callback
+        lines = [f"run directory: {directory}"]
+        if callback is not None and getattr(callback, "best_model_path", ""):
+            score = callback.best_model_score
+            lines.append(f"best checkpoint: {callback.best_model_path}"
+                         + (f" ({callback.monitor} {float(score):.4g})" if score is not None else ""))
+        if callback is not None and getattr(callback, "last_model_path", ""):
+            lines.append(f"last checkpoint: {callback.last_model_path}")
+        print("\n".join(lines), flush=True)
+
     def instantiate_classes(self) -> None:
         try:
             super().instantiate_classes()
@@ -142,26 +207,6 @@ class LintfCLI(LightningCLI):
                 self.model.use_decoding(decoding)
         except USER_ERRORS as error:
             raise ConfigError(summarize(str(error))) from error
-
-
-def integer_batch_limits(args: Any) -> dict[str, int]:
-    """``--trainer.limit_*_batches N`` typed as a whole number on the command line, as an int.
-
-    Lightning reads an int as a number of batches and a float as a fraction, but its annotation
-    lists float first, so the parser turns ``1`` into 1.0 (all batches). Written as ``1`` it
-    means one batch, as in Lightning's own API; ``1.0`` still means all of them.
-    """
-    if not isinstance(args, list | tuple):
-        return {}
-    limits: dict[str, int] = {}
-    for index, arg in enumerate(args):
-        name, _, value = str(arg).partition("=")
-        if not value and index + 1 < len(args):
-            value = str(args[index + 1])
-        key = name.removeprefix("--trainer.")
-        if key.startswith("limit_") and key.endswith("_batches") and name.startswith("--trainer.") and value.isdigit():
-            limits[key] = int(value)
-    return limits
 
 
 def search_roots(config: Any) -> list[str]:
@@ -192,14 +237,28 @@ def run_command_group(group: str, args: list[str]) -> None:
     module.main(args)
 
 
+class DropAdvertisement(logging.Filter):
+    """Lightning's log line advertising a cloud logger on every run: not a message about the run."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.getMessage()).startswith("💡 Tip:")
+
+
+def quiet_lightning_notices() -> None:
+    """Drop notices that say nothing about the run (the same ones the test suite filters)."""
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(DropAdvertisement())
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+
+
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``lintf`` console script; ``lintf data|asr ...`` run the speech workflows."""
     argv = sys.argv[1:] if args is None else args
+    quiet_lightning_notices()
     if argv[:1] and argv[0] in COMMAND_GROUPS:
         return run_command_group(argv[0], argv[1:])
     try:
         LintfCLI(args)
-    except (ConfigError, PluginError) as error:
+    except (ConfigError, ConfigFileError, PluginError) as error:
         if os.environ.get("LINTF_DEBUG"):
             raise
         print(f"lintf: error: {error}", file=sys.stderr)

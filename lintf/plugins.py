@@ -21,6 +21,8 @@ from pathlib import Path
 
 import yaml
 
+from lintf.config_files import read_config_file
+
 ENTRY_POINT_GROUP = "lintf.plugins"
 DISABLE_ENV = "LINTF_NO_PLUGINS"
 
@@ -92,7 +94,11 @@ def _as_list(value: object) -> list[str]:
     if isinstance(value, str):
         value = value.strip()
         if value.startswith("["):
-            value = yaml.safe_load(value)
+            try:
+                value = yaml.safe_load(value)
+            except yaml.YAMLError:
+                raise PluginError(f"--plugins {value!r} is not a YAML list; give module names or .py paths, e.g. "
+                                  "--plugins '[my_attention, path/to/plugin.py]'") from None
             return [str(v) for v in value or []]
         return [value]
     return [str(v) for v in value]
@@ -113,8 +119,5 @@ def plugins_in_args(args: Sequence[str]) -> list[str]:
         if key in ("--plugins", "--plugins+"):
             found += _as_list(value)
         elif key in ("--config", "-c") and Path(value).is_file():
-            with open(value) as file:
-                config = yaml.safe_load(file) or {}
-            if isinstance(config, dict):
-                found += _as_list(config.get("plugins"))
+            found += _as_list(read_config_file(value).get("plugins"))
     return list(dict.fromkeys(found))

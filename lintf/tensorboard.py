@@ -9,13 +9,21 @@ fails if another run got there first, and the next number is tried).
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 
 
 class ReservedVersionTensorBoardLogger(TensorBoardLogger):
-    """TensorBoardLogger whose automatic ``version_N`` directory is claimed atomically on rank 0."""
+    """TensorBoardLogger whose automatic ``version_N`` directory is claimed atomically on rank 0.
+
+    ``reserved_directory`` names the directory this process created (None until then), so a run that
+    stops on a configuration error before writing a checkpoint can remove it again.
+    """
+
+    reserved_directory: str | None = None
 
     # Overrides TensorBoardLogger._get_next_version (private), which Lightning calls for ``version=None``
     # to pick one past the highest ``root_dir/version_*``; tests/cli/test_upstream_contracts.py checks it.
@@ -28,6 +36,17 @@ class ReservedVersionTensorBoardLogger(TensorBoardLogger):
         while True:
             try:
                 os.mkdir(os.path.join(parent, f"version_{version}"))
+                self.reserved_directory = os.path.join(parent, f"version_{version}")
                 return version
             except FileExistsError:
                 version += 1
+
+
+def discard_unused_run_directory(logger: object) -> None:
+    """Remove the run directory ``logger`` created in this process if the run wrote no checkpoint into it."""
+    directory = getattr(logger, "reserved_directory", None)
+    if directory and os.path.isdir(directory) and not any(Path(directory).rglob("*.ckpt")):
+        shutil.rmtree(directory, ignore_errors=True)
+        parent = os.path.dirname(directory)
+        if not os.listdir(parent):  # lightning_logs/ itself, if this run made it and nothing else is there
+            os.rmdir(parent)

@@ -85,3 +85,47 @@ def test_raster_weights_are_renamed():
     assert "row_embedding" in old
     renamed = upgrade({"state_dict": old, "hyper_parameters": {}})["state_dict"]
     assert renamed.keys() == task.state_dict().keys()
+
+
+def flip_a_byte_inside_a_tensor(path, tensor: torch.Tensor) -> None:
+    data = bytearray(path.read_bytes())
+    offset = bytes(data).find(tensor.contiguous().numpy().tobytes())
+    assert offset > 0
+    data[offset + 2] ^= 0x40  # a bit of the first value's exponent
+    path.write_bytes(bytes(data))
+
+
+def test_a_flipped_byte_is_reported_not_loaded(tmp_path, capsys):
+    from lintf.cli import main
+    from tests.cli.helpers import run, tiny
+
+    run(tiny(tmp_path, "--trainer.max_steps", "2", "--trainer.val_check_interval", "2", "--trainer.limit_val_batches", "1"))
+    last = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    assert (last.parent / "last.ckpt.sha256").is_file() and not list(last.parent.glob(".*.tmp"))
+    before = torch.load(last, weights_only=True)["state_dict"]
+    flip_a_byte_inside_a_tensor(last, before["token_embedding.weight"])
+    after = torch.load(last, weights_only=True)["state_dict"]  # torch itself loads it: silently different weights
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    with pytest.raises(SystemExit) as exit_info:
+        main(tiny(tmp_path, "--ckpt_path", str(last), subcommand="predict"))
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and f"checkpoint {last} does not match the sha256" in err
+    best = last.parent / "best.ckpt"
+    with pytest.raises(CheckpointError, match=f"unreadable: {last}"):
+        resolve_checkpoint("last", COPY, [str(tmp_path)])
+    assert resolve_checkpoint("best", COPY, [str(tmp_path)]) == str(best)  # the run's other checkpoint still serves
+
+
+def test_checkpoint_io_writes_whole_files_with_a_digest_and_checks_it(tmp_path):
+    from lintf.checkpoint_io import CheckpointIntegrityError, VerifiedCheckpointIO, sidecar_of
+
+    io = VerifiedCheckpointIO()
+    path = tmp_path / "run" / "a.ckpt"
+    io.save_checkpoint({"state_dict": {"w": torch.arange(1000.0)}}, path)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["a.ckpt", "a.ckpt.sha256"]
+    assert torch.equal(io.load_checkpoint(path)["state_dict"]["w"], torch.arange(1000.0))
+    flip_a_byte_inside_a_tensor(path, torch.arange(1000.0))
+    with pytest.raises(CheckpointIntegrityError, match=f"checkpoint {path} does not match the sha256"):
+        io.load_checkpoint(path)
+    io.remove_checkpoint(path)
+    assert not path.exists() and not sidecar_of(path).exists()
