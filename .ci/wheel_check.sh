@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# A built wheel, installed (not editable) into a fresh virtual environment, builds and uses the compiled
+# causal-product op: the kernel sources travel inside the package.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work="$(mktemp -d)"
+python -m pip wheel --quiet --disable-pip-version-check --no-deps . -w "$work/dist"
+python -m venv --system-site-packages "$work/venv"  # torch and the other dependencies come from the machine
+"$work/venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$work"/dist/lintf-*.whl
+cd "$work"
+TORCH_EXTENSIONS_DIR="$work/extensions" LINTF_EXTENSION_DIR= "$work/venv/bin/python" - <<'PY'
+import sys
+from pathlib import Path
+
+import torch
+
+import lintf
+import lintf.ops
+from lintf.ops.reference import causal_linear_attention_reference
+
+installed = Path(lintf.__file__).resolve()
+assert installed.is_relative_to(Path(sys.prefix).resolve()), f"imported {installed}, not the installed wheel"
+assert (installed.parent / "ops" / "csrc" / "causal_product.cpp").is_file(), "the wheel has no kernel sources"
+assert lintf.ops.compiled_op_available("cpu"), "the installed copy fell back to the PyTorch path"
+q, k = torch.rand(2, 3, 40, 8, dtype=torch.float64), torch.rand(2, 3, 40, 8, dtype=torch.float64)
+v = torch.randn(2, 3, 40, 5, dtype=torch.float64)
+torch.testing.assert_close(lintf.ops.causal_linear_attention(q, k, v), causal_linear_attention_reference(q, k, v))
+print(f"wheel check: {installed.parent} builds and uses the compiled op")
+PY
