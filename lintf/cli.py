@@ -190,11 +190,11 @@ class LintfCLI(LightningCLI):
             return
         callback = self.trainer.checkpoint_callback
         lines = [f"run directory: {directory}"]
-        if callback is not None and getattr(callback, "best_model_path", ""):
+        if callback is not None and os.path.isfile(getattr(callback, "best_model_path", "") or ""):
             score = callback.best_model_score
             lines.append(f"best checkpoint: {callback.best_model_path}"
                          + (f" ({callback.monitor} {float(score):.4g})" if score is not None else ""))
-        if callback is not None and getattr(callback, "last_model_path", ""):
+        if callback is not None and os.path.isfile(getattr(callback, "last_model_path", "") or ""):
             lines.append(f"last checkpoint: {callback.last_model_path}")
         print("\n".join(lines), flush=True)
 
