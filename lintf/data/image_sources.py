@@ -65,9 +65,18 @@ def find_idx_split(directory: Path, split: str) -> Path:
     )
 
 
+def idx_files(directory: Path) -> list[Path]:
+    """The train and test idx image files of an MNIST-format directory.
+
+    Args:
+        directory: holds train-images-idx3-ubyte and t10k-images-idx3-ubyte (optionally gzipped).
+    """
+    return [find_idx_split(directory, split) for split in IDX_FILES]
+
+
 def read_idx_directory(directory: Path) -> dict[str, np.ndarray]:
     """Train and test images of an MNIST-format directory."""
-    return {split: read_idx_images(find_idx_split(directory, split)) for split in IDX_FILES}
+    return dict(zip(IDX_FILES, map(read_idx_images, idx_files(directory))))
 
 
 def _run_fetcher(command: list[str], what: str, hint: str) -> None:
@@ -127,32 +136,50 @@ def fetch_mnist_5k(download_dir: Path) -> np.ndarray:
     return table[:, :784].astype(np.uint8).reshape(5000, 28, 28, 1)
 
 
-def read_fashion_mnist(directory: Path = FASHION_MNIST_DIR) -> dict[str, np.ndarray]:
-    """Fashion-MNIST from Debian's package (or any directory in the same idx format)."""
+def fashion_mnist_files(directory: Path | None = None) -> list[Path]:
+    """The train and test idx image files of Fashion-MNIST.
+
+    Args:
+        directory: a copy in the same format; None for Debian's package (``FASHION_MNIST_DIR``).
+    """
+    directory = FASHION_MNIST_DIR if directory is None else directory
     if not directory.is_dir():
         raise DataSourceError(
             f"Fashion-MNIST directory {directory} not found; install it with "
             "`apt-get install dataset-fashion-mnist` or pass source_dir= with its idx files"
         )
-    return read_idx_directory(directory)
+    return idx_files(directory)
+
+
+def read_fashion_mnist(directory: Path | None = None) -> dict[str, np.ndarray]:
+    """Fashion-MNIST from Debian's package (or any directory in the same idx format).
+
+    Args:
+        directory: a copy in the same format; None for Debian's package (``FASHION_MNIST_DIR``).
+    """
+    return dict(zip(IDX_FILES, map(read_idx_images, fashion_mnist_files(directory))))
+
+
+def cifar10_files(directory: Path) -> dict[str, list[Path]]:
+    """The batch files of each split of a ``cifar-10-batches-py`` directory, checked to exist.
+
+    Args:
+        directory: holds data_batch_1..5 and test_batch.
+    """
+    names = {"train": [f"data_batch_{i}" for i in range(1, 6)], "test": ["test_batch"]}
+    for path in (directory / name for files in names.values() for name in files):
+        if not path.is_file():
+            raise DataSourceError(
+                f"CIFAR-10 file {path} not found; source_dir must be a cifar-10-batches-py directory "
+                "(data_batch_1..5 and test_batch, the 'python version' of CIFAR-10)"
+            )
+    return {split: [directory / name for name in files] for split, files in names.items()}
 
 
 def read_cifar10_directory(directory: Path) -> dict[str, np.ndarray]:
     """CIFAR-10 from a standard ``cifar-10-batches-py`` directory -> uint8 (num, 32, 32, 3)."""
-    names = {"train": [f"data_batch_{i}" for i in range(1, 6)], "test": ["test_batch"]}
-    images = {}
-    for split, files in names.items():
-        batches = []
-        for name in files:
-            path = directory / name
-            if not path.is_file():
-                raise DataSourceError(
-                    f"CIFAR-10 file {path} not found; source_dir must be a cifar-10-batches-py directory "
-                    "(data_batch_1..5 and test_batch, the 'python version' of CIFAR-10)"
-                )
-            batches.append(_read_cifar_batch(path))
-        images[split] = np.concatenate(batches)
-    return images
+    return {split: np.concatenate([_read_cifar_batch(path) for path in paths])
+            for split, paths in cifar10_files(directory).items()}
 
 
 def _read_cifar_batch(path: Path) -> np.ndarray:

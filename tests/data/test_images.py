@@ -1,4 +1,4 @@
-"""ImageData: raw formats, byte-sequence layout, caches that never load half-written, clear errors."""
+"""ImageData: raw formats, byte-sequence layout, clear errors (cache faults: tests/faults/test_image_faults.py)."""
 
 from __future__ import annotations
 
@@ -106,33 +106,6 @@ def test_bad_arguments_fail_at_construction():
         ImageData("svhn")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="val_fraction must be in"):
         ImageData("mnist", val_fraction=1.5)
-
-
-def test_interrupted_cache_write_leaves_no_valid_cache(tmp_path, monkeypatch):
-    make_mnist_dir(tmp_path / "src")
-    data = ImageData("mnist", data_dir=str(tmp_path / "data"), source_dir=str(tmp_path / "src"))
-
-    def dies_half_way(path, array):
-        Path(path).write_bytes(b"\x93NUMPY half")
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(np, "save", dies_half_way)
-    with pytest.raises(KeyboardInterrupt):
-        data.prepare_data()
-    assert not (data.cache_dir / "train.npy").exists()
-    monkeypatch.undo()
-    data.prepare_data()
-    data.setup()
-    assert len(data.splits["test"]) == 10
-
-
-def test_corrupt_cache_is_named_with_a_fix(tmp_path):
-    make_mnist_dir(tmp_path / "src")
-    data = ImageData("mnist", data_dir=str(tmp_path / "data"), source_dir=str(tmp_path / "src"))
-    data.prepare_data()
-    (data.cache_dir / "test.npy").write_bytes(b"garbage")
-    with pytest.raises(DataSourceError, match=r"cache file .*test.npy is corrupt .*delete it and run again"):
-        data.setup()
 
 
 @pytest.fixture(scope="session")
