@@ -101,8 +101,14 @@ def test_missing_audio_names_the_manifest_line(corpus):
 
 def test_corrupt_audio_names_the_manifest_line(corpus):
     (corpus["test"].parent / "test-1.wav").write_bytes(b"garbage")
+    with pytest.raises(AudioError, match=r"test.jsonl:2: .*test-1.wav: not decodable"):
+        make(corpus).dataset("test")
+
+
+def test_audio_spoiled_after_the_check_names_the_manifest_line(corpus):
     dataset = make(corpus).dataset("test")
-    with pytest.raises(AudioError, match=r"test.jsonl:2: cannot decode"):
+    (corpus["test"].parent / "test-1.wav").write_bytes(b"garbage")  # replaced while the run goes on
+    with pytest.raises(AudioError, match=r"test.jsonl:2: audio file .*test-1.wav: not decodable"):
         dataset[1]
 
 

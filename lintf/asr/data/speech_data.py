@@ -16,9 +16,9 @@ from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampl
 
 from lintf.asr.data.batches import BucketBatchSampler, pad_batch
 from lintf.data.splits import SplitDataModule
-from lintf.asr.features.audio import AudioError, load_audio
+from lintf.asr.features.audio import READABLE, AudioError, audio_problem, load_audio
 from lintf.asr.features.log_mel import LogMel, normalize_utterance
-from lintf.asr.corpora.manifest import ManifestEntry, read_manifest
+from lintf.asr.corpora.manifest import ManifestEntry, problem_report, read_manifest
 from lintf.asr.features.resample import resample
 from lintf.asr.features.spec_augment import spec_augment
 from lintf.asr.features.speed_perturbation import change_speed
@@ -26,6 +26,8 @@ from lintf.asr.model.frontend import subsampled_lengths
 from lintf.asr.text import CharVocabulary, normalize_text
 
 SAMPLE_RATE = 16_000
+STAGE_SPLITS = {"fit": ("train", "val", "dev"), "validate": ("val", "dev"), "test": ("test",), "predict": ("predict",)}
+"""The manifests each Lightning stage reads."""
 
 
 def random_factor(spread: float) -> float:
@@ -169,7 +171,7 @@ class SpeechData(SplitDataModule):
     def vocabulary(self) -> CharVocabulary:
         """The CTC alphabet (built from the training manifest on first use)."""
         if self._vocabulary is None:
-            self._vocabulary = CharVocabulary.from_texts(self.transcripts("train"))
+            self.split_entries("train")  # reading the training manifest sets it
         return self._vocabulary
 
     @property
@@ -188,7 +190,7 @@ class SpeechData(SplitDataModule):
         return [normalize_text(e.text, self.hparams.keep_accents) for e in self.split_entries(split)]
 
     def split_entries(self, split: str) -> list[ManifestEntry]:
-        """Checked entries of ``split``: files exist, characters are in the vocabulary."""
+        """Checked entries of ``split``: lines well formed, audio headers readable, characters in the vocabulary."""
         if split not in self.entries:
             path = self.manifests[split]
             if path is None:
@@ -199,26 +201,42 @@ class SpeechData(SplitDataModule):
             entries = read_manifest(path)[: self.hparams.limit]
             if not entries:
                 raise ValueError(f"SpeechData: {path} lists no utterances")
-            self.entries[split] = entries
-            self._check(split)
+            if split == "train" and self._vocabulary is None:
+                vocabulary = CharVocabulary.from_texts(normalize_text(e.text, self.hparams.keep_accents)
+                                                       for e in entries)
+            else:
+                vocabulary = self.vocabulary
+            self.entries[split] = self._checked(split, entries, vocabulary)  # kept only once it passed
+            self._vocabulary = vocabulary
         return self.entries[split]
 
-    def _check(self, split: str) -> None:
-        entries = self.entries[split]
-        missing = [e.where for e in entries if not e.audio_filepath.is_file()]
-        if missing:
-            raise AudioError(f"{len(missing)} audio file(s) not found, listed at {', '.join(missing[:5])}")
-        for entry in entries:
-            unknown = self.vocabulary.unknown(normalize_text(entry.text, self.hparams.keep_accents))
-            if unknown:
-                raise ValueError(f"{entry.where}: characters {unknown} are not in the vocabulary "
-                                 f"{self.vocabulary.characters!r}")
-        if split == "train":
-            kept = [e for e in entries if e.duration <= self.hparams.max_duration]
-            if len(kept) < len(entries):
-                rank_zero_warn(f"SpeechData: skipped {len(entries) - len(kept)} training utterances longer than "
-                               f"max_duration={self.hparams.max_duration} s")
-            self.entries[split] = kept
+    def _checked(self, split: str, entries: list[ManifestEntry], vocabulary: CharVocabulary) -> list[ManifestEntry]:
+        """``entries`` once their audio headers and characters passed (every problem is reported with its
+        manifest line); training entries longer than ``max_duration`` left out."""
+        path = self.manifests[split]
+        audio = [f"{e.where}: {e.audio_filepath}: {why}" for e in entries if (why := audio_problem(e.audio_filepath))]
+        if audio:
+            raise AudioError(problem_report(f"{path}: {len(audio)} of {len(entries)} audio files cannot be used; "
+                                            f"each must be {READABLE}", audio))
+        unknown = [f"{e.where}: characters {chars}" for e in entries
+                   if (chars := vocabulary.unknown(normalize_text(e.text, self.hparams.keep_accents)))]
+        if unknown:
+            raise ValueError(problem_report(f"{path}: {len(unknown)} transcripts have characters outside the "
+                                            f"vocabulary {vocabulary.characters!r}", unknown))
+        if split != "train":
+            return entries
+        kept = [e for e in entries if e.duration <= self.hparams.max_duration]
+        if len(kept) < len(entries):
+            rank_zero_warn(f"SpeechData: skipped {len(entries) - len(kept)} training utterances longer than "
+                           f"max_duration={self.hparams.max_duration} s")
+        return kept
+
+    def setup(self, stage: str | None = None) -> None:
+        """Read and check the manifests of ``stage`` now, so a bad line stops the run before its first batch."""
+        splits = STAGE_SPLITS.get(stage or "", tuple(self.manifests))
+        for split in splits:
+            if self.manifests[split] is not None:
+                self.split_entries(split)
 
     def dataset(self, split: str) -> Utterances:
         """The utterances of ``split`` ("train", "val", "test" or "predict")."""
