@@ -2,8 +2,8 @@
 
     python -m benchmarks.attention_scaling [--exponents 9 10 11 12 13 14] [--tokens 16384]
 
-Every registered attention except reformer runs with its defaults, and reformer with 1, 4 and
-8 hashing rounds. For N = 2^9 .. 2^14 the batch is tokens / N (the paper kept B*N fixed); each
+Every registered causal attention except reformer runs with its defaults, and reformer with 1,
+4 and 8 hashing rounds; attentions with ``supports_causal = False`` are skipped, saying so. For N = 2^9 .. 2^14 the batch is tokens / N (the paper kept B*N fixed); each
 cell is one causal forward+backward of the attention alone (B, H=4, N, D=M=32, fp32) and
 reports time per sample and peak extra resident memory per sample. Softmax runs while its
 estimated time fits --budget-seconds. Writes benchmarks/results/attention_scaling.{md,png}
@@ -22,13 +22,18 @@ import lintf
 
 HERE = Path(__file__).resolve().parent
 from benchmarks.measure import median_seconds, peak_extra_mb, release_freed_memory_eagerly
+from lintf.registry import ATTENTIONS
 
 HEADS, DIM = 4, 32
 
 
 def variants() -> dict[str, tuple[str, dict]]:
-    """Display name -> (registry name, kwargs)."""
-    chosen = {name: (name, {}) for name in lintf.list_attentions() if name != "reformer"}
+    """Display name -> (registry name, kwargs) of the causal attentions; prints the names skipped."""
+    causal = [name for name in lintf.list_attentions() if ATTENTIONS.get(name).supports_causal]
+    skipped = sorted(set(lintf.list_attentions()) - set(causal))
+    if skipped:
+        print(f"skipped (non-causal only, supports_causal = False): {', '.join(skipped)}", flush=True)
+    chosen = {name: (name, {}) for name in causal if name != "reformer"}
     for rounds in (1, 4, 8):
         chosen[f"reformer-{rounds}"] = ("reformer", {"n_hashes": rounds})
     return chosen

@@ -2,21 +2,32 @@
 
 Shapes (B batch, H heads, N queries, S keys, D query/key size, M value size):
 
-* ``forward(q, k, v, *, causal, key_padding_mask=None)``: q (B, H, N, D), k (B, H, S, D),
-  v (B, H, S, M) -> (B, H, N, M). ``key_padding_mask`` is (B, S) bool, True marks a padded key
-  that must not be attended (torch.nn.MultiheadAttention's convention). ``causal=True``
-  requires N == S: query i sees keys 0..i. A query that sees no key at all returns zeros.
-* ``init_state(batch_size, n_heads, value_dim, device=..., dtype=...)`` -> state for decoding.
+* ``forward(q, k, v, *, causal, key_padding_mask=None, state=None, return_state=False)``:
+  q (B, H, N, D), k (B, H, S, D), v (B, H, S, M) -> (B, H, N, M). ``key_padding_mask`` is (B, S)
+  bool, True marks a padded key that must not be attended (torch.nn.MultiheadAttention's
+  convention). ``causal=True`` requires N == S: query i sees keys 0..i. A query that sees no key
+  at all returns zeros. Empty inputs (B == 0 or N == 0) give empty outputs.
+* State (causal only): ``forward(..., state=s)`` continues a sequence whose earlier positions left
+  ``s``: query i also sees every earlier key. ``return_state=True`` returns ``(out, state)``, the
+  state after the call's last position. States from ``forward``, ``init_state`` and ``step`` are
+  one type, so a sequence split anywhere, its pieces run by ``forward`` or ``step`` in any order,
+  reproduces the unsplit ``forward`` (outputs and gradients, which reach the earlier pieces
+  through the state), unless the class sets ``continues_exactly = False``. With ``key_padding_mask`` the mask covers the call's own keys: a padded key
+  adds nothing to the state (recurrent sums skip it, caches mark it never visible), and a padded
+  sequence split anywhere reproduces the unsplit padded forward. ``state`` or ``return_state``
+  with ``causal=False``, or a state of another structure, shape, dtype or device than
+  ``init_state`` gives for the call, raise a ValueError.
+* ``init_state(batch_size, n_heads, value_dim, device=..., dtype=...)`` -> the state of an empty prefix.
+* ``step(q_t, k_t, v_t, state)`` -> (out_t, new_state): q_t, k_t (B, H, D), v_t (B, H, M),
+  out_t (B, H, M); one position of ``forward(..., causal=True)``. The state is a dict of tensors
+  (plus an int ``length`` for caches); callers treat it as opaque and never mutate it.
 * Class attributes declare the exceptions, and the contract tests adapt to them:
   ``supports_causal = False``: non-causal only (e.g. clustered attention); ``forward(causal=True)``,
   ``init_state`` and ``step`` raise a ValueError naming the attentions that are causal.
   ``self_attention_only = True``: queries and keys are positions of one sequence (decays by
   distance), so N == S even without ``causal``. ``value_dim_is_head_dim = True``: M == D
-  (element-wise attentions such as AFT). ``shares_query_key`` and ``step_matches_forward``: below.
-* ``step(q_t, k_t, v_t, state)`` -> (out_t, new_state): q_t, k_t (B, H, D), v_t (B, H, M),
-  out_t (B, H, M). Feeding positions 0..N-1 through ``step`` reproduces
-  ``forward(..., causal=True)``. The state is a dict of tensors (plus an int length for caches);
-  callers treat it as opaque and never mutate it.
+  (element-wise attentions such as AFT). ``shares_query_key``, ``step_matches_forward``,
+  ``continues_exactly`` and ``cache_entries``: below.
 
 Subclasses implement ``attend`` / ``attend_step`` / ``init_state``; the public ``forward`` and
 ``step`` validate inputs here so every implementation reports bad shapes the same way.
@@ -24,14 +35,13 @@ Subclasses implement ``attend`` / ``attend_step`` / ``init_state``; the public `
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
+from lintf.attention.state import State, check_state
 from lintf.registry import ATTENTIONS
-
-State = dict[str, Any]
 
 
 def _describe(t: Tensor) -> str:
@@ -56,6 +66,11 @@ class Attention(nn.Module):
     """True if N must equal S even when not causal (queries and keys share positions)."""
     value_dim_is_head_dim: ClassVar[bool] = False
     """True if the value size M must equal head_dim D (element-wise attentions)."""
+    continues_exactly: ClassVar[bool] = True
+    """False if a sequence split into pieces (``forward`` with ``state`` / ``return_state``) only
+    approximates the unsplit forward (say why in the class docstring)."""
+    cache_entries: ClassVar[tuple[str, ...]] = ()
+    """State entries that grow with time along dim 2 (KV caches) and hold ``state['length']`` positions."""
 
     def __init__(self, head_dim: int) -> None:
         super().__init__()
@@ -64,11 +79,46 @@ class Attention(nn.Module):
         self.head_dim = head_dim
 
     def forward(
-        self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, key_padding_mask: Tensor | None = None
-    ) -> Tensor:
-        """Attend queries to keys; see the module docstring for shapes."""
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        causal: bool,
+        key_padding_mask: Tensor | None = None,
+        state: State | None = None,
+        return_state: bool = False,
+    ) -> Tensor | tuple[Tensor, State]:
+        """Attend queries to keys; see the module docstring for shapes and states.
+
+        Args:
+            q: (B, H, N, D) queries.
+            k: (B, H, S, D) keys.
+            v: (B, H, S, M) values.
+            causal: query i sees keys 0..i only (N == S).
+            key_padding_mask: (B, S) bool, True marks a padded key.
+            state: the state earlier positions left (causal only); None starts a sequence.
+            return_state: also return the state after the last position (causal only).
+
+        Returns:
+            (B, H, N, M), and with ``return_state`` the pair (out, state).
+        """
         self.check_inputs(q, k, v, causal, key_padding_mask)
-        return self.attend(q, k, v, causal, key_padding_mask)
+        if state is not None or return_state:
+            self.check_state_request(q, v, causal, state)
+        if q.shape[2] == 0:  # no query: the state after no positions is the one before them
+            out = v.new_zeros(*q.shape[:3], v.shape[3])  # (B, H, 0, M)
+            if return_state and state is None:
+                state = self.init_state(q.shape[0], q.shape[1], v.shape[3], device=q.device, dtype=q.dtype)
+            return (out, state) if return_state else out
+        out, new_state = self.attend(
+            q, k, v, causal=causal, key_padding_mask=key_padding_mask, state=state, return_state=return_state
+        )
+        if not return_state:
+            return out
+        if new_state is None:
+            raise NotImplementedError(f"{type(self).__name__}.attend returned no state although return_state=True")
+        return out, new_state
 
     def step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
         """One causal decoding step; see the module docstring for shapes."""
@@ -91,7 +141,22 @@ class Attention(nn.Module):
         """The registry name of the class, or its class name if unregistered."""
         return getattr(cls, "registry_name", cls.__name__)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, causal: bool, key_padding_mask: Tensor | None) -> Tensor:
+    def attend(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        causal: bool,
+        key_padding_mask: Tensor | None,
+        state: State | None,
+        return_state: bool,
+    ) -> tuple[Tensor, State | None]:
+        """Validated inputs (N > 0) -> (out (B, H, N, M), the state after the last position or None).
+
+        ``state`` and ``return_state`` come only with ``causal=True``; the state must be returned when
+        ``return_state`` is True and may be None otherwise.
+        """
         raise NotImplementedError
 
     def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
@@ -146,6 +211,21 @@ class Attention(nn.Module):
                 )
         if causal:
             self.require_causal("cannot run with causal=True")
+
+    def check_state_request(self, q: Tensor, v: Tensor, causal: bool, state: State | None) -> None:
+        """Raise ValueError unless the call is causal and ``state`` (if any) is what ``init_state`` gives."""
+        self.require_causal("has no state")
+        name = type(self).__name__
+        if not causal:
+            raise ValueError(
+                f"{name}: state and return_state continue a causal sequence, so they need causal=True, got "
+                f"causal=False (with {'a state' if state is not None else 'return_state=True'})"
+            )
+        if state is None:
+            return
+        batch, heads, _, value_dim = *q.shape[:3], v.shape[3]
+        expected = self.init_state(batch, heads, value_dim, device="meta", dtype=q.dtype)
+        check_state(name, state, expected, q.device, self.cache_entries)
 
     def check_step_inputs(self, q_t: Tensor, k_t: Tensor, v_t: Tensor) -> None:
         """Raise ValueError unless q_t, k_t are (B, H, D) and v_t is (B, H, M)."""

@@ -10,18 +10,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lintf.attention.base import Attention
+from lintf.attention.arguments import positive_int
+from lintf.attention.base import Attention, State
 from lintf.attention.clustering import cluster_means, hash_codes, kmeans_hamming
 from lintf.attention.masking import masked_softmax
 from lintf.ops import accumulation_dtype
 from lintf.registry import register_attention
-
-
-def positive_int(owner: str, name: str, value: object) -> int:
-    """``value`` if it is a positive int, else a ValueError naming it."""
-    if not isinstance(value, int) or value < 1:
-        raise ValueError(f"{owner}: {name} must be a positive int, got {value!r}")
-    return value
 
 
 @register_attention("clustered")
@@ -60,7 +54,10 @@ class ClusteredAttention(Attention):
         """(B, H, N) cluster index of every query."""
         return kmeans_hamming(hash_codes(q, self.planes), self.n_clusters, self.iterations)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, causal: bool, key_padding_mask: Tensor | None) -> Tensor:
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, key_padding_mask: Tensor | None, state: State | None,
+        return_state: bool,
+    ) -> tuple[Tensor, None]:
         acc = accumulation_dtype(v.dtype)
         with torch.autocast(q.device.type, enabled=False):  # codes and clusters as in fp32
             q, k, values = q.to(acc), k.to(acc), v.to(acc)
@@ -69,7 +66,7 @@ class ClusteredAttention(Attention):
             visible = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
             weights = masked_softmax((centroids @ k.transpose(-1, -2)) * self.scale, visible)  # (B, H, C, S)
             out = self.combine(q, k, values, assignment, members, weights, visible)
-        return out.to(v.dtype)
+        return out.to(v.dtype), None
 
     def combine(
         self, q: Tensor, k: Tensor, v: Tensor, assignment: Tensor, members: Tensor, weights: Tensor,

@@ -8,7 +8,8 @@ decays close to 1 at initialisation. The attention sees only q, k, v, so the gat
 learned projection (w, b) of the key, shared by the heads. With a non-negative phi the
 normaliser is the one of ``linear`` attention, decayed like the state. Padded keys are absent:
 they add nothing and do not decay the state. Non-causal: key j reaches query i through the gates
-between them in either direction (queries and keys share positions).
+between them in either direction (queries and keys share positions). The state is (S, z): S
+(B, H, C, M), z (B, H, C).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lintf.attention.arguments import non_negative
 from lintf.attention.base import Attention, State
-from lintf.ops import accumulation_dtype
+from lintf.ops import LinearAttentionState, accumulation_dtype
 from lintf.ops.decayed import decayed_linear_attention
 from lintf.registry import build_feature_map, register_attention
 
@@ -34,7 +36,7 @@ class GatedLinearAttention(Attention):
         feature_map: registry name of phi (non-negative; see ``lintf.list_feature_maps()``).
         feature_map_kwargs: extra arguments of that feature map.
         temperature: divides the log-gate; larger keeps decays closer to 1.
-        eps: added to the denominator phi(q).z.
+        eps: added to the denominator phi(q).z; >= 0.
     """
 
     self_attention_only = True
@@ -53,16 +55,20 @@ class GatedLinearAttention(Attention):
         self.feature_map = build_feature_map(feature_map, head_dim, **(feature_map_kwargs or {}))
         self.gate = nn.Linear(head_dim, 1)
         self.temperature = float(temperature)
-        self.eps = eps
+        self.eps = non_negative(self.display_name(), "eps", eps)
 
     def log_decay(self, k: Tensor) -> Tensor:
         """log a: k (..., D) -> (...), <= 0."""
         logits = F.linear(k, self.gate.weight.to(k.dtype), self.gate.bias.to(k.dtype)).squeeze(-1)
         return F.logsigmoid(logits) / self.temperature
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, causal: bool, key_padding_mask: Tensor | None) -> Tensor:
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, key_padding_mask: Tensor | None, state: State | None,
+        return_state: bool,
+    ) -> tuple[Tensor, State | None]:
         acc = accumulation_dtype(v.dtype)
-        self.feature_map.maybe_redraw()
+        if state is None:
+            self.feature_map.maybe_redraw()  # random features change only where a sequence starts
         with torch.autocast(q.device.type, enabled=False):
             phi_q = self.feature_map.forward_queries(q.to(acc)).to(acc)  # (B, H, N, C)
             phi_k = self.feature_map.forward_keys(k.to(acc)).to(acc)  # (B, H, N, C)
@@ -70,8 +76,15 @@ class GatedLinearAttention(Attention):
             if key_padding_mask is not None:
                 phi_k = phi_k.masked_fill(key_padding_mask[:, None, :, None], 0.0)
                 log_decay = log_decay.masked_fill(key_padding_mask[:, None, :], 0.0)
-            out = decayed_linear_attention(phi_q, phi_k, v.to(acc), log_decay, causal=causal, eps=self.eps)
-        return out.to(v.dtype)
+            if not causal:
+                out = decayed_linear_attention(phi_q, phi_k, v.to(acc), log_decay, causal=False, eps=self.eps)
+                return out.to(v.dtype), None
+            initial = None if state is None else LinearAttentionState(state["kv"], state["normaliser"])
+            out, final = decayed_linear_attention(
+                phi_q, phi_k, v.to(acc), log_decay, eps=self.eps, initial_state=initial, return_state=True
+            )
+        new_state = {"kv": final.kv, "normaliser": final.normaliser}  # (B, H, C, M), (B, H, C)
+        return out.to(v.dtype), new_state if return_state else None
 
     def init_state(
         self,

@@ -14,7 +14,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lintf.attention.clustered import ClusteredAttention, positive_int
+from lintf.attention.arguments import positive_int
+from lintf.attention.clustered import ClusteredAttention
 from lintf.attention.masking import masked_softmax
 from lintf.registry import register_attention
 

@@ -2,7 +2,8 @@
 
 Causal attention is the RNN  S_i = S_{i-1} + phi(k_i) v_i^T,  z_i = z_{i-1} + phi(k_i),
 out_i = phi(q_i)^T S_i / (phi(q_i)^T z_i + eps). ``forward`` runs it in parallel through
-``lintf.ops.causal_linear_attention``; ``step`` advances (S, z) by one token in O(C M).
+``lintf.ops.causal_linear_attention``, continuing from a state (S, z) and returning the next one
+through the op's ``initial_state`` / ``return_state``; ``step`` advances (S, z) by one token in O(C M).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from lintf.attention.arguments import non_negative
 from lintf.attention.base import Attention, State
-from lintf.ops import accumulation_dtype, causal_linear_attention
+from lintf.ops import LinearAttentionState, accumulation_dtype, causal_linear_attention
 from lintf.registry import build_feature_map, register_attention
 
 
@@ -22,13 +24,15 @@ class LinearAttention(Attention):
     """Kernelised attention with a registered feature map phi.
 
     State and normaliser accumulate in fp32 (fp64 for fp64 inputs); outputs come back in the
-    dtype of v.
+    dtype of v. The state is {"kv": S (B, H, C, M), "normaliser": z (B, H, C)} over the features
+    C of phi. Random features are redrawn (in training, by ``maybe_redraw``) only where a sequence
+    starts, never in a continuation, which must use the features its state was built with.
 
     Args:
         head_dim: D.
         feature_map: registry name of phi (see ``lintf.list_feature_maps()``).
         feature_map_kwargs: extra arguments of that feature map.
-        eps: added to the denominator phi(q).z.
+        eps: added to the denominator phi(q).z; >= 0.
     """
 
     def __init__(
@@ -40,16 +44,20 @@ class LinearAttention(Attention):
     ) -> None:
         super().__init__(head_dim)
         self.feature_map = build_feature_map(feature_map, head_dim, **(feature_map_kwargs or {}))
-        self.eps = eps
+        self.eps = non_negative(self.display_name(), "eps", eps)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, causal: bool, key_padding_mask: Tensor | None) -> Tensor:
-        self.feature_map.maybe_redraw()
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, key_padding_mask: Tensor | None, state: State | None,
+        return_state: bool,
+    ) -> tuple[Tensor, State | None]:
+        if state is None:
+            self.feature_map.maybe_redraw()
         phi_q = self.feature_map.forward_queries(q)  # (B, H, N, C)
         phi_k = self.feature_map.forward_keys(k)  # (B, H, S, C)
         if key_padding_mask is not None:
             phi_k = phi_k.masked_fill(key_padding_mask[:, None, :, None], 0.0)  # padded keys add nothing
         if causal:
-            return causal_linear_attention(phi_q.to(v.dtype), phi_k.to(v.dtype), v, self.eps)
+            return self._causal(phi_q.to(v.dtype), phi_k.to(v.dtype), v, state, return_state)
         acc = accumulation_dtype(v.dtype)
         with torch.autocast(v.device.type, enabled=False):  # keep the sums in fp32 under autocast
             phi_q, phi_k = phi_q.to(acc), phi_k.to(acc)
@@ -57,7 +65,17 @@ class LinearAttention(Attention):
             normaliser = phi_k.sum(dim=2)  # (B, H, C)
             numerator = phi_q @ kv  # (B, H, N, M)
             denominator = phi_q @ normaliser.unsqueeze(-1)  # (B, H, N, 1)
-        return (numerator / (denominator + self.eps)).to(v.dtype)
+        return (numerator / (denominator + self.eps)).to(v.dtype), None
+
+    def _causal(
+        self, phi_q: Tensor, phi_k: Tensor, v: Tensor, state: State | None, return_state: bool
+    ) -> tuple[Tensor, State | None]:
+        """The causal product from ``state`` (None: an empty prefix), and the state after it if asked."""
+        initial = None if state is None else LinearAttentionState(state["kv"], state["normaliser"])
+        if not return_state:
+            return causal_linear_attention(phi_q, phi_k, v, self.eps, initial_state=initial), None
+        out, final = causal_linear_attention(phi_q, phi_k, v, self.eps, initial_state=initial, return_state=True)
+        return out, {"kv": final.kv, "normaliser": final.normaliser}
 
     def init_state(
         self,

@@ -29,7 +29,9 @@ class LocalAttention(Attention):
     Causal: keys i - window + 1 .. i (``window`` keys including itself). Positions index q and k
     separately, so cross-attention with N != S compares query i with key j by index. ``forward``
     costs O(N w): queries in blocks of w attend to the keys of the previous, own and next block.
-    ``step`` keeps the last ``window`` keys and values (O(w) memory) and equals the causal forward.
+    The state is the last ``window`` keys and values, oldest first, with a padding flag per slot
+    (slots before the sequence's start count as padding), so it is O(w) memory. A padded key still
+    takes its position in the window. ``step`` equals the causal forward.
 
     Args:
         head_dim: D.
@@ -39,27 +41,60 @@ class LocalAttention(Attention):
 
     def __init__(self, head_dim: int, window: int = 32, scale: float | None = None) -> None:
         super().__init__(head_dim)
-        if not isinstance(window, int) or window < 1:
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"local: window must be a positive int, got {window!r}")
         self.window = window
         self.scale = head_dim**-0.5 if scale is None else float(scale)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, causal: bool, key_padding_mask: Tensor | None) -> Tensor:
-        batch, heads, n_queries, _ = q.shape
-        n_keys, w, acc = k.shape[2], self.window, accumulation_dtype(v.dtype)
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, key_padding_mask: Tensor | None, state: State | None,
+        return_state: bool,
+    ) -> tuple[Tensor, State | None]:
+        batch, heads, _, _ = q.shape
+        acc = accumulation_dtype(v.dtype)
+        with torch.autocast(q.device.type, enabled=False):
+            q, k, values = q.to(acc), k.to(acc), v.to(acc)
+            padding = key_padding_mask
+            if padding is None:
+                padding = torch.zeros(batch, k.shape[2], dtype=torch.bool, device=k.device)  # (B, S)
+            if state is None and not return_state:
+                return self.banded(q, k, values, padding, causal).to(v.dtype), None
+            w = self.window
+            window = state if state is not None else self.init_state(batch, heads, v.shape[3], q.device, v.dtype)
+            keys = torch.cat([window["keys"], k], dim=2)  # (B, H, w+N, D)
+            values = torch.cat([window["values"], values], dim=2)  # (B, H, w+N, M)
+            padding = torch.cat([window["padding"][:, 0], padding], dim=1)  # (B, w+N)
+            # w placeholder queries in front put query i at position w + i, after the w window slots
+            out = self.banded(F.pad(q, (0, 0, w, 0)), keys, values, padding, causal=True)[:, :, w:]
+        new_state = {"keys": keys[:, :, -w:], "values": values[:, :, -w:], "padding": padding[:, None, -w:]}
+        return out.to(v.dtype), new_state if return_state else None
+
+    def banded(self, q: Tensor, k: Tensor, v: Tensor, padding: Tensor, causal: bool) -> Tensor:
+        """Windowed softmax attention in blocks of w queries.
+
+        Args:
+            q: (B, H, N, D) queries, in the accumulation dtype.
+            k: (B, H, S, D) keys.
+            v: (B, H, S, M) values.
+            padding: (B, S) bool, True for padded keys.
+            causal: keys i - w + 1 .. i, or i - w + 1 .. i + w - 1.
+
+        Returns:
+            (B, H, N, M).
+        """
+        batch, heads, n_queries, dim = q.shape
+        n_keys, value_dim, w = k.shape[2], v.shape[3], self.window
         n_blocks = math.ceil(n_queries / w)
         behind = n_blocks * w + w - n_keys  # block b sees padded keys [b w, b w + 3 w); negative crops
-        with torch.autocast(q.device.type, enabled=False):
-            queries = F.pad(q.to(acc), (0, 0, 0, n_blocks * w - n_queries)).reshape(batch, heads, n_blocks, w, -1)
-            keys = F.pad(k.to(acc), (0, 0, w, behind)).unfold(2, 3 * w, w)  # (B, H, nb, D, 3w)
-            values = F.pad(v.to(acc), (0, 0, w, behind)).unfold(2, 3 * w, w)  # (B, H, nb, M, 3w)
-            padding = key_padding_mask if key_padding_mask is not None else k.new_zeros(batch, n_keys, dtype=torch.bool)
-            # positions outside 0..S-1 count as padding
-            hidden = F.pad(padding.to(acc), (w, behind), value=1.0).unfold(1, 3 * w, w) > 0  # (B, nb, 3w)
-            visible = band(w, causal, q.device) & ~hidden[:, None, :, None, :]  # (B, 1, nb, w, 3w)
-            logits = (queries @ keys) * self.scale  # (B, H, nb, w, 3w)
-            out = masked_softmax(logits, visible) @ values.transpose(-1, -2)  # (B, H, nb, w, M)
-        return out.reshape(batch, heads, n_blocks * w, -1)[:, :, :n_queries].to(v.dtype)
+        queries = F.pad(q, (0, 0, 0, n_blocks * w - n_queries)).reshape(batch, heads, n_blocks, w, dim)
+        keys = F.pad(k, (0, 0, w, behind)).unfold(2, 3 * w, w)  # (B, H, nb, D, 3w)
+        values = F.pad(v, (0, 0, w, behind)).unfold(2, 3 * w, w)  # (B, H, nb, M, 3w)
+        # positions outside 0..S-1 count as padding
+        hidden = F.pad(padding.to(q.dtype), (w, behind), value=1.0).unfold(1, 3 * w, w) > 0  # (B, nb, 3w)
+        visible = band(w, causal, q.device) & ~hidden[:, None, :, None, :]  # (B, 1, nb, w, 3w)
+        logits = (queries @ keys) * self.scale  # (B, H, nb, w, 3w)
+        out = masked_softmax(logits, visible) @ values.transpose(-1, -2)  # (B, H, nb, w, M)
+        return out.reshape(batch, heads, n_blocks * w, value_dim)[:, :, :n_queries]
 
     def init_state(
         self,
@@ -73,7 +108,7 @@ class LocalAttention(Attention):
         return {
             "keys": torch.zeros(batch_size, n_heads, self.window, self.head_dim, device=device, dtype=acc),
             "values": torch.zeros(batch_size, n_heads, self.window, value_dim, device=device, dtype=acc),
-            "length": 0,
+            "padding": torch.ones(batch_size, 1, self.window, dtype=torch.bool, device=device),  # no key yet
         }
 
     def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
@@ -82,8 +117,8 @@ class LocalAttention(Attention):
             # oldest first: drop the oldest slot, append the newest
             keys = torch.cat([state["keys"][:, :, 1:], k_t.to(acc).unsqueeze(2)], dim=2)  # (B, H, w, D)
             values = torch.cat([state["values"][:, :, 1:], v_t.to(acc).unsqueeze(2)], dim=2)  # (B, H, w, M)
-            filled = min(state["length"] + 1, self.window)
-            visible = torch.arange(self.window, device=q_t.device) >= self.window - filled  # (w,)
+            newest = torch.zeros(k_t.shape[0], 1, 1, dtype=torch.bool, device=k_t.device)
+            padding = torch.cat([state["padding"][:, :, 1:], newest], dim=2)  # (B, 1, w)
             logits = (keys @ q_t.to(acc).unsqueeze(-1)).squeeze(-1) * self.scale  # (B, H, w)
-            out = (masked_softmax(logits, visible).unsqueeze(-2) @ values).squeeze(-2)  # (B, H, M)
-        return out.to(v_t.dtype), {"keys": keys, "values": values, "length": state["length"] + 1}
+            out = (masked_softmax(logits, ~padding).unsqueeze(-2) @ values).squeeze(-2)  # (B, H, M)
+        return out.to(v_t.dtype), {"keys": keys, "values": values, "padding": padding}

@@ -14,7 +14,7 @@ class PolynomialAttention(LinearAttention):
         head_dim: D.
         constant: the kernel's offset c (>= 0).
         scale: multiplies q.k; None uses 1/sqrt(D).
-        eps: added to the denominator.
+        eps: added to the denominator; >= 0.
     """
 
     def __init__(self, head_dim: int, constant: float = 1.0, scale: float | None = None, eps: float = 1e-6) -> None:

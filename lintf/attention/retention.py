@@ -8,7 +8,8 @@ with gamma_h = 1 - 2^(-5-h) for head h by default. RetNet has no softmax-like no
 data-independent part of RetNet's scaling: the decay mask divided by the square root of its row
 sum r_i = sum_{j<=i} gamma^{i-j}, so a sum of r_i decayed terms keeps the scale of one term for
 every gamma (RetNet's second, data-dependent rescaling by sum |q.k| has no recurrent form). Padded
-keys are absent: they add nothing, do not decay the state and do not count in r_i.
+keys are absent: they add nothing, do not decay the state and do not count in r_i. The state
+is S (B, H, C, M) and r (B, H, 1).
 
 Non-causal: the decay is gamma^|i - j| in both directions (queries and keys share positions).
 """
@@ -76,12 +77,16 @@ class RetentionAttention(Attention):
         """phi(q), phi(k), or q * scale and k without a feature map."""
         if self.feature_map is None:
             return q * self.scale, k
-        self.feature_map.maybe_redraw()
         return self.feature_map.forward_queries(q), self.feature_map.forward_keys(k)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, causal: bool, key_padding_mask: Tensor | None) -> Tensor:
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, key_padding_mask: Tensor | None, state: State | None,
+        return_state: bool,
+    ) -> tuple[Tensor, State | None]:
         acc = accumulation_dtype(v.dtype)
         batch, heads, length, _ = q.shape
+        if state is None and self.feature_map is not None:
+            self.feature_map.maybe_redraw()  # random features change only where a sequence starts
         with torch.autocast(q.device.type, enabled=False):
             phi_q, phi_k = (t.to(acc) for t in self.features(q.to(acc), k.to(acc)))  # (B, H, N, C)
             log_decay = self.log_gammas(heads, q.device, acc)[:, None].expand(batch, -1, length)  # (B, H, N)
@@ -90,12 +95,23 @@ class RetentionAttention(Attention):
                 present = (~key_padding_mask)[:, None, :, None].to(acc)
                 log_decay = log_decay * present[..., 0]  # padded positions do not decay the state
             phi_k = phi_k * present
-            product = decayed_dot_product if causal else bidirectional_decayed_dot_product
-            numerator = product(phi_q, phi_k, v.to(acc), log_decay)  # (B, H, N, M)
             ones = torch.ones_like(phi_q[..., :1])  # (B, H, N, 1)
-            mass = product(ones, present.expand(-1, heads, -1, -1), ones, log_decay)  # r_i: (B, H, N, 1)
+            present = present.expand(-1, heads, -1, -1)  # (B, H, N, 1)
+            if causal:
+                kv, mass = (None, None) if state is None else (state["kv"], state["mass"].unsqueeze(-1))
+                numerator, kv = decayed_dot_product(
+                    phi_q, phi_k, v.to(acc), log_decay, initial_state=kv, return_state=True
+                )  # (B, H, N, M), (B, H, C, M)
+                mass, final_mass = decayed_dot_product(
+                    ones, present, ones, log_decay, initial_state=mass, return_state=True
+                )  # r_i: (B, H, N, 1), (B, H, 1, 1)
+                new_state = {"kv": kv, "mass": final_mass.squeeze(-1)}  # (B, H, C, M), (B, H, 1)
+            else:
+                numerator = bidirectional_decayed_dot_product(phi_q, phi_k, v.to(acc), log_decay)  # (B, H, N, M)
+                mass = bidirectional_decayed_dot_product(ones, present, ones, log_decay)  # r_i: (B, H, N, 1)
+                new_state = None
             out = numerator / torch.where(mass > 0, mass, 1.0).sqrt()  # mass 0 only when nothing is visible
-        return out.to(v.dtype)
+        return out.to(v.dtype), new_state if return_state else None
 
     def init_state(
         self,

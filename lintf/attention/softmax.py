@@ -7,16 +7,24 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lintf.attention.base import Attention, State
-from lintf.attention.cache import cache_append, empty_cache
+from lintf.attention.cache import (
+    append_position,
+    causal_visibility,
+    empty_cache,
+    empty_padding_cache,
+    extend_cache,
+)
 from lintf.attention.masking import visible_keys
 from lintf.registry import register_attention
 
 
 @register_attention("softmax")
 class SoftmaxAttention(Attention):
-    """softmax(scale * q k^T) v through ``scaled_dot_product_attention``; step is a KV cache.
+    """softmax(scale * q k^T) v through ``scaled_dot_product_attention``; the state is a KV cache.
 
-    Decoding costs O(t) time and memory at step t (the cache holds every past key and value).
+    The state caches every past key and value in the inputs' dtype, with the padding flag of each
+    key: a forward call with a state attends to the cached keys plus its own, causally, and
+    ``step`` costs O(t) time and memory at step t.
 
     Args:
         head_dim: D.
@@ -24,16 +32,33 @@ class SoftmaxAttention(Attention):
         dropout: attention-probability dropout, applied in training only.
     """
 
+    cache_entries = ("keys", "values", "padding")
+
     def __init__(self, head_dim: int, scale: float | None = None, dropout: float = 0.0) -> None:
         super().__init__(head_dim)
         self.scale = head_dim**-0.5 if scale is None else float(scale)
         self.dropout = dropout
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, causal: bool, key_padding_mask: Tensor | None) -> Tensor:
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, key_padding_mask: Tensor | None, state: State | None,
+        return_state: bool,
+    ) -> tuple[Tensor, State | None]:
+        if state is None and not return_state:
+            if key_padding_mask is None:
+                dropout = self.dropout if self.training else 0.0
+                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=causal, scale=self.scale)
+                return out, None
+            visible = visible_keys(key_padding_mask, causal, q.shape[2], k.shape[2], q.device)  # (B, 1, N, S)
+            return self._attend_visible(q, k, v, visible), None
+        dtype = q.dtype if state is None else state["keys"].dtype
+        keys, values, padding, length = extend_cache(state, k, v, key_padding_mask, dtype)  # (B, H, L+N, D|M)
+        out = self._attend_visible(q, keys, values, causal_visibility(padding, q.shape[2]))
+        cache = {"keys": keys, "values": values, "padding": padding, "length": length + q.shape[2]}
+        return out, cache if return_state else None
+
+    def _attend_visible(self, q: Tensor, k: Tensor, v: Tensor, visible: Tensor) -> Tensor:
+        """Softmax over the visible keys (bool, broadcastable to (B, H, N, S)); zeros where none is."""
         dropout = self.dropout if self.training else 0.0
-        if key_padding_mask is None:
-            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=causal, scale=self.scale)
-        visible = visible_keys(key_padding_mask, causal, q.shape[2], k.shape[2], q.device)  # (B, 1, N, S)
         sees_nothing = ~visible.any(-1, keepdim=True)  # (B, 1, N, 1)
         # a row with no visible key would give NaN; let it see everything, then zero its output
         out = F.scaled_dot_product_attention(
@@ -52,14 +77,15 @@ class SoftmaxAttention(Attention):
         return {
             "keys": empty_cache(batch_size, n_heads, self.head_dim, device=device, dtype=dtype),
             "values": empty_cache(batch_size, n_heads, value_dim, device=device, dtype=dtype),
+            "padding": empty_padding_cache(batch_size, device),
             "length": 0,
         }
 
     def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
         length = state["length"]
-        keys = cache_append(state["keys"], k_t, length)
-        values = cache_append(state["values"], v_t, length)
+        keys, values, padding = append_position(state, k_t, v_t)  # (B, H|1, capacity, D|M|-)
+        visible = ~padding[:, :, None, : length + 1]  # (B, 1, 1, t): padded keys of earlier forward calls stay hidden
         out = F.scaled_dot_product_attention(
-            q_t.unsqueeze(2), keys[:, :, : length + 1], values[:, :, : length + 1], scale=self.scale
+            q_t.unsqueeze(2), keys[:, :, : length + 1], values[:, :, : length + 1], attn_mask=visible, scale=self.scale
         )  # (B, H, 1, M)
-        return out.squeeze(2), {"keys": keys, "values": values, "length": length + 1}
+        return out.squeeze(2), {"keys": keys, "values": values, "padding": padding, "length": length + 1}

@@ -6,7 +6,13 @@ import torch
 from torch import Tensor
 
 from lintf.attention.base import Attention, State
-from lintf.attention.cache import cache_append, empty_cache
+from lintf.attention.cache import (
+    append_position,
+    causal_visibility,
+    empty_cache,
+    empty_padding_cache,
+    extend_cache,
+)
 from lintf.attention.masking import masked_softmax, visible_keys
 from lintf.ops import accumulation_dtype
 from lintf.registry import register_attention
@@ -17,14 +23,18 @@ class TopKAttention(Attention):
     """softmax over the ``topk`` largest scale * q.k of each query; the other keys get weight 0.
 
     Exact, so O(N S) like softmax attention (the full score matrix is formed to find the top
-    keys); with ``topk >= S`` it is softmax attention. ``step`` keeps a KV cache (O(t) at step
-    t) and selects among the cached keys, which reproduces the causal forward.
+    keys); with ``topk >= S`` it is softmax attention. The state is a KV cache in fp32 (fp64 for
+    fp64) with the padding flag of each key: a forward call with a state selects among the cached
+    keys plus its own, and ``step`` (O(t) at step t) among the cached keys, which reproduces the
+    causal forward.
 
     Args:
         head_dim: D.
         topk: keys kept per query (fewer if fewer are visible).
         scale: logit scale; None uses 1/sqrt(D).
     """
+
+    cache_entries = ("keys", "values", "padding")
 
     def __init__(self, head_dim: int, topk: int = 32, scale: float | None = None) -> None:
         super().__init__(head_dim)
@@ -36,18 +46,29 @@ class TopKAttention(Attention):
     def top_weights(self, logits: Tensor) -> Tensor:
         """Dense weights (..., S): softmax over the top-k finite logits of the last dim, 0 elsewhere."""
         top, index = logits.topk(min(self.topk, logits.shape[-1]), dim=-1)  # (..., k)
-        weights = masked_softmax(top, torch.isfinite(top))  # hidden keys (-inf) may be picked when few are visible
+        # hidden keys (-inf) may be picked when few are visible; a NaN logit stays visible, so NaN propagates
+        weights = masked_softmax(top, ~torch.isneginf(top))
         return torch.zeros_like(logits).scatter(-1, index, weights)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, causal: bool, key_padding_mask: Tensor | None) -> Tensor:
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, key_padding_mask: Tensor | None, state: State | None,
+        return_state: bool,
+    ) -> tuple[Tensor, State | None]:
         acc = accumulation_dtype(v.dtype)
+        cache = None
         with torch.autocast(q.device.type, enabled=False):  # keep the selection in fp32 under autocast
-            logits = (q.to(acc) @ k.to(acc).transpose(-1, -2)) * self.scale  # (B, H, N, S)
-            visible = visible_keys(key_padding_mask, causal, q.shape[2], k.shape[2], q.device)  # (B|1, 1, N, S)
+            if causal:  # the cached keys (none without a state), then the call's own
+                keys, values, padding, length = extend_cache(state, k, v, key_padding_mask, acc)  # (B, H, L+N, D|M)
+                visible = causal_visibility(padding, q.shape[2])  # (B, 1, N, L+N)
+                cache = {"keys": keys, "values": values, "padding": padding, "length": length + q.shape[2]}
+            else:
+                keys, values = k.to(acc), v.to(acc)
+                visible = visible_keys(key_padding_mask, False, q.shape[2], k.shape[2], q.device)  # (B, 1, 1, S)
+            logits = (q.to(acc) @ keys.transpose(-1, -2)) * self.scale  # (B, H, N, L+N)
             if visible is not None:
                 logits = logits.masked_fill(~visible, float("-inf"))
-            out = self.top_weights(logits) @ v.to(acc)  # (B, H, N, M)
-        return out.to(v.dtype)
+            out = self.top_weights(logits) @ values  # (B, H, N, M)
+        return out.to(v.dtype), cache if return_state else None
 
     def init_state(
         self,
@@ -61,15 +82,16 @@ class TopKAttention(Attention):
         return {
             "keys": empty_cache(batch_size, n_heads, self.head_dim, device=device, dtype=acc),
             "values": empty_cache(batch_size, n_heads, value_dim, device=device, dtype=acc),
+            "padding": empty_padding_cache(batch_size, device),
             "length": 0,
         }
 
     def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
         length, acc = state["length"], state["keys"].dtype
         with torch.autocast(q_t.device.type, enabled=False):
-            keys = cache_append(state["keys"], k_t.to(acc), length)
-            values = cache_append(state["values"], v_t.to(acc), length)
+            keys, values, padding = append_position(state, k_t, v_t)  # (B, H|1, capacity, D|M|-)
             past_keys, past_values = keys[:, :, : length + 1], values[:, :, : length + 1]  # (B, H, t, D|M)
             logits = (past_keys @ q_t.to(acc).unsqueeze(-1)).squeeze(-1) * self.scale  # (B, H, t)
+            logits = logits.masked_fill(padding[:, :, : length + 1], float("-inf"))  # (B, 1, t): padded keys hidden
             out = (self.top_weights(logits).unsqueeze(-2) @ past_values).squeeze(-2)  # (B, H, M)
-        return out.to(v_t.dtype), {"keys": keys, "values": values, "length": length + 1}
+        return out.to(v_t.dtype), {"keys": keys, "values": values, "padding": padding, "length": length + 1}

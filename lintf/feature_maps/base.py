@@ -3,7 +3,8 @@
 Linear attention replaces exp(q.k) by phi(q).phi(k). One feature map instance serves both
 queries and keys of an attention (random features must be shared between them), so a map that
 treats them differently overrides ``forward_queries`` / ``forward_keys``. A map with random
-parameters redraws them only in ``maybe_redraw``, which an attention calls once per forward.
+parameters redraws them only in ``maybe_redraw``, which an attention calls once per forward that
+starts a sequence (never in a forward continuing from a state, nor in ``step``).
 """
 
 from __future__ import annotations
@@ -42,4 +43,4 @@ class FeatureMap(nn.Module):
         return self(x)
 
     def maybe_redraw(self) -> None:
-        """Hook for maps with random parameters; called once at the start of each attention forward."""
+        """Hook for maps with random parameters; called once per attention forward that starts a sequence."""

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lintf.ops import accumulation_dtype
+from lintf.ops.state import LinearAttentionState
 
 DEFAULT_CHUNK_SIZE = 64
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -75,10 +76,15 @@ def decayed_product_chunked(
 ) -> tuple[Tensor, Tensor]:
     """The chunked recurrence on validated inputs of one dtype; returns out (B, H, N, M) and S_N (B, H, C, M)."""
     batch, heads, length, features = q.shape
+    state = q.new_zeros(batch, heads, features, v.shape[-1]) if initial_state is None else initial_state
+    if length == 0:
+        return v.new_zeros(batch, heads, 0, v.shape[-1]), state
     padding = (-length) % chunk
     n_chunks = (length + padding) // chunk
     # padded positions have k = 0 and log_decay = 0: they add nothing and decay nothing
-    q_c, k_c, v_c = (F.pad(t, (0, 0, 0, padding)).reshape(batch, heads, n_chunks, chunk, -1) for t in (q, k, v))
+    q_c, k_c, v_c = (
+        F.pad(t, (0, 0, 0, padding)).reshape(batch, heads, n_chunks, chunk, t.shape[-1]) for t in (q, k, v)
+    )  # (B, H, nc, L, C|M)
     within = F.pad(log_decay, (0, padding)).reshape(batch, heads, n_chunks, chunk).cumsum(-1)  # b_t: (B, H, nc, L)
     whole = within[..., -1]  # (B, H, nc): log-decay across each chunk
     below = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
@@ -86,14 +92,13 @@ def decayed_product_chunked(
     out = ((q_c @ k_c.transpose(-1, -2)) * relative) @ v_c  # (B, H, nc, L, M): within-chunk terms
     keys_to_end = k_c * torch.exp(whole.unsqueeze(-1) - within).unsqueeze(-1)  # (B, H, nc, L, C)
     added = keys_to_end.transpose(-1, -2) @ v_c  # (B, H, nc, C, M): what each chunk adds to the state
-    state = q.new_zeros(batch, heads, features, v.shape[-1]) if initial_state is None else initial_state
     entering = []
     for c in range(n_chunks):
         entering.append(state)
         state = torch.exp(whole[:, :, c, None, None]) * state + added[:, :, c]
     earlier = torch.stack(entering, dim=2)  # (B, H, nc, C, M): state entering each chunk
     out = out + (q_c * torch.exp(within).unsqueeze(-1)) @ earlier
-    return out.reshape(batch, heads, n_chunks * chunk, -1)[:, :, :length], state
+    return out.reshape(batch, heads, n_chunks * chunk, v.shape[-1])[:, :, :length], state
 
 
 def decayed_dot_product(
@@ -155,6 +160,8 @@ def bidirectional_decayed_dot_product(
     check_decayed_inputs(q, k, v, log_decay, None)
     acc = accumulation_dtype(v.dtype)
     chunk = _chunk_length(chunk_size, q.shape[2])
+    if q.shape[2] == 0:
+        return v.new_zeros(v.shape)
     with torch.autocast(q.device.type, enabled=False):
         q, k, values, log_decay = q.to(acc), k.to(acc), v.to(acc), log_decay.to(acc)
         forward, _ = decayed_product_chunked(q, k, values, log_decay, chunk)
@@ -167,13 +174,22 @@ def bidirectional_decayed_dot_product(
 
 
 def decayed_linear_attention(
-    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, *, causal: bool = True, eps: float = 1e-6,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    log_decay: Tensor,
+    *,
+    causal: bool = True,
+    eps: float = 1e-6,
     chunk_size: int | None = None,
-) -> Tensor:
+    initial_state: LinearAttentionState | None = None,
+    return_state: bool = False,
+) -> Tensor | tuple[Tensor, LinearAttentionState]:
     """Normalised decayed linear attention: the decayed product over the same product of ones.
 
     out_i = sum_j w_ij (q_i . k_j) v_j / (sum_j w_ij (q_i . k_j) + eps), with w_ij the causal decay
-    (j <= i) or the bidirectional one (all j).
+    (j <= i) or the bidirectional one (all j). Causal, it is the recurrence S_i = a_i S_{i-1} + k_i v_i^T,
+    z_i = a_i z_{i-1} + k_i, out_i = q_i S_i / (q_i . z_i + eps) with a_i = exp(log_decay_i).
 
     Args:
         q: (B, H, N, C) feature-mapped (non-negative) queries.
@@ -183,20 +199,37 @@ def decayed_linear_attention(
         causal: causal (j <= i) or bidirectional decays.
         eps: added to the denominator.
         chunk_size: positions per chunk; None uses 64.
+        initial_state: (S, z) before position 0 (causal only), decayed by log_decay_0; None: zeros.
+        return_state: also return (S, z) after the last position (causal only), in the accumulation dtype.
 
     Returns:
-        (B, H, N, M) in the dtype of v.
+        (B, H, N, M) in the dtype of v; with ``return_state`` the pair (out, LinearAttentionState).
     """
+    if not causal and (initial_state is not None or return_state):
+        raise ValueError("decayed linear attention: initial_state and return_state need causal=True, got causal=False")
     acc = accumulation_dtype(v.dtype)
     values = v.to(acc)
     # the normaliser rides along as a column of ones: one pass gives numerator and denominator
     values_and_ones = torch.cat([values, values.new_ones(*values.shape[:-1], 1)], dim=-1)  # (B, H, N, M+1)
     q, k = q.to(acc), k.to(acc)
-    if causal:
-        product = decayed_dot_product(q, k, values_and_ones, log_decay, chunk_size=chunk_size)
-    else:
+    if not causal:
         product = bidirectional_decayed_dot_product(q, k, values_and_ones, log_decay, chunk_size=chunk_size)
-    return (product[..., :-1] / (product[..., -1:] + eps)).to(v.dtype)
+        return (product[..., :-1] / (product[..., -1:] + eps)).to(v.dtype)
+    start = None
+    if initial_state is not None:
+        kv, normaliser = initial_state
+        expected = (*q.shape[:2], q.shape[3])
+        if tuple(normaliser.shape) != expected or tuple(kv.shape[:3]) != expected:
+            raise ValueError(
+                f"decayed linear attention: initial_state must be (S (B, H, C, M), z (B, H, C)) with (B, H, C) = "
+                f"{expected}, got S {tuple(kv.shape)}, z {tuple(normaliser.shape)}"
+            )
+        start = torch.cat([kv.to(acc), normaliser.to(acc).unsqueeze(-1)], dim=-1)  # (B, H, C, M+1)
+    product, final = decayed_dot_product(
+        q, k, values_and_ones, log_decay, chunk_size=chunk_size, initial_state=start, return_state=True
+    )
+    out = (product[..., :-1] / (product[..., -1:] + eps)).to(v.dtype)
+    return (out, LinearAttentionState(final[..., :-1], final[..., -1])) if return_state else out
 
 
 def decayed_cumsum(x: Tensor, log_decay: Tensor) -> Tensor:

@@ -19,6 +19,7 @@ from lintf.ops.decayed_reference import (
     decayed_dot_product_reference,
     decayed_recurrence_reference,
 )
+from lintf.ops.state import LinearAttentionState
 
 
 def inputs(n: int, c: int = 4, m: int = 3, dtype=torch.float64, strength: float = 1.0):
@@ -121,6 +122,58 @@ def test_normalised_form_divides_by_the_decayed_weight_sum(causal):
     denominator = form(q, k, torch.ones_like(v[..., :1]), log_decay)
     expected = numerator / (denominator + 1e-6)
     torch.testing.assert_close(decayed_linear_attention(q, k, v, log_decay, causal=causal), expected)
+
+
+@pytest.mark.parametrize("n, chunk_size", [(1, 4), (9, 4), (30, 7)])
+def test_normalised_form_continues_from_a_state_like_the_recurrence(n, chunk_size):
+    """(S, z) carried in and out: the step-by-step recurrence over the values with a column of ones."""
+    q, k, v, log_decay = (t.requires_grad_() for t in inputs(n))
+    q, k = q.exp(), k.exp()  # positive features
+    kv = torch.randn(2, 3, 4, 3, dtype=torch.float64, requires_grad=True)
+    normaliser = torch.rand(2, 3, 4, dtype=torch.float64, requires_grad=True)
+    out, final = decayed_linear_attention(
+        q, k, v, log_decay, chunk_size=chunk_size, initial_state=LinearAttentionState(kv, normaliser),
+        return_state=True,
+    )
+    with_ones = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)  # (B, H, N, M+1)
+    start = torch.cat([kv, normaliser.unsqueeze(-1)], dim=-1)  # (B, H, C, M+1)
+    product, want_final = decayed_recurrence_reference(q, k, with_ones, log_decay, start)
+    want = product[..., :-1] / (product[..., -1:] + 1e-6)
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(final.kv, want_final[..., :-1])
+    torch.testing.assert_close(final.normaliser, want_final[..., -1])
+    leaves = (q, k, v, log_decay, kv, normaliser)
+    upstream = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, leaves, upstream), torch.autograd.grad(want, leaves, upstream)):
+        torch.testing.assert_close(a, b)
+
+
+def test_normalised_form_state_needs_causal_and_matching_shapes():
+    q, k, v, log_decay = inputs(5)
+    kv, normaliser = torch.zeros(2, 3, 4, 3, dtype=torch.float64), torch.zeros(2, 3, 4, dtype=torch.float64)
+    state = LinearAttentionState(kv, normaliser)
+    with pytest.raises(ValueError, match="initial_state and return_state need causal=True, got causal=False"):
+        decayed_linear_attention(q, k, v, log_decay, causal=False, initial_state=state)
+    with pytest.raises(ValueError, match="initial_state and return_state need causal=True, got causal=False"):
+        decayed_linear_attention(q, k, v, log_decay, causal=False, return_state=True)
+    bad = LinearAttentionState(state.kv, torch.zeros(2, 3, 5, dtype=torch.float64))
+    expected = r"initial_state must be \(S \(B, H, C, M\), z \(B, H, C\)\) with \(B, H, C\) = \(2, 3, 4\)"
+    with pytest.raises(ValueError, match=expected):
+        decayed_linear_attention(q, k, v, log_decay, initial_state=bad)
+
+
+@pytest.mark.parametrize("batch, n", [(2, 0), (0, 6)])
+def test_empty_batches_and_sequences_give_empty_outputs(batch, n):
+    q, k, v = torch.randn(batch, 3, n, 4), torch.randn(batch, 3, n, 4), torch.randn(batch, 3, n, 3)
+    log_decay = -torch.rand(batch, 3, n)
+    start = torch.randn(batch, 3, 4, 3)
+    out, final = decayed_dot_product(q, k, v, log_decay, initial_state=start, return_state=True)
+    assert out.shape == (batch, 3, n, 3)
+    if n == 0:
+        torch.testing.assert_close(final, start)  # no position: the state passes through
+    assert bidirectional_decayed_dot_product(q, k, v, log_decay).shape == (batch, 3, n, 3)
+    for causal in (True, False):
+        assert decayed_linear_attention(q, k, v, log_decay, causal=causal).shape == (batch, 3, n, 3)
 
 
 def test_reduced_precision_accumulates_in_fp32():
