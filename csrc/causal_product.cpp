@@ -7,6 +7,9 @@
 // transpose), a reverse sweep gives dk and dv from the suffix state R = sum_i q_i g_i^T,
 // r = sum_i q_i gz_i. Both sweeps keep only O(C M) state per thread, so memory beyond inputs,
 // outputs and gradients does not grow with N.
+// An initial state (S0, z0) is where the forward and dq sweeps start instead of zeros; the reverse
+// sweep starts from the gradient of the final state (its effect on dk and dv is exactly that of
+// later positions) and ends holding the gradient of the initial state.
 // Heads run in parallel; with fewer heads than threads each head is also cut into segments whose
 // starting states come from a cheap state-only pass (segment_states).
 #include "causal_product.h"
@@ -34,6 +37,9 @@ struct Args {
   scalar_t* result = nullptr;                        // forward only
   T* den_out = nullptr;                              // forward with normalize only
   scalar_t *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  const T *kv0 = nullptr, *z0 = nullptr;             // initial state (heads, C, M), (heads, C); null: zeros
+  const T *grad_kv = nullptr, *grad_z = nullptr;     // backward: gradient of the final state; null: zeros
+  T *state_kv = nullptr, *state_z = nullptr;         // forward: final state; backward: initial state's gradient
   T eps = 0;
   bool normalize = false;
 };
@@ -70,8 +76,19 @@ void for_each_segment(const Dims& d, const Fn& fn) {
 // stored value-major (M x C) for the dq sweep, sum q g^T and sum q gz for the dk/dv sweep.
 enum class StateKind { kKeyValue, kValueKey, kQueryGrad };
 
-// States each segment starts from, (heads, segments, state_size): the exclusive prefix (suffix
-// for kQueryGrad) of the per-segment totals.
+// The state a sweep of `kind` holds before its first position, for one head: the initial state
+// (kKeyValue, kValueKey) or the final state's gradient (kQueryGrad, a reverse sweep).
+template <typename scalar_t, typename T>
+void boundary_state(const Dims& d, const Args<scalar_t, T>& a, StateKind kind, int64_t head, T* state) {
+  const bool reverse = kind == StateKind::kQueryGrad;
+  const T* kv = reverse ? a.grad_kv : a.kv0;
+  const T* z = reverse ? a.grad_z : a.z0;
+  cpu::load_state(d, kv == nullptr ? nullptr : kv + head * d.c * d.m, z == nullptr ? nullptr : z + head * d.c,
+                  kind == StateKind::kValueKey, state);
+}
+
+// States each segment starts from, (heads, segments, state_size): the boundary state plus the
+// exclusive prefix (suffix for kQueryGrad) of the per-segment totals.
 template <typename scalar_t, typename T>
 std::vector<T> segment_states(const Dims& d, const Args<scalar_t, T>& a, StateKind kind) {
   const int64_t size = d.state_size();
@@ -105,7 +122,7 @@ std::vector<T> segment_states(const Dims& d, const Args<scalar_t, T>& a, StateKi
   });
   std::vector<T> carry(size);
   for (int64_t head = 0; head < d.heads; ++head) {
-    std::fill(carry.begin(), carry.end(), T(0));
+    boundary_state(d, a, kind, head, carry.data());
     for (int64_t step = 0; step < d.segments; ++step) {
       T* state = states.data() + (head * d.segments + (reverse ? d.segments - 1 - step : step)) * size;
       for (int64_t i = 0; i < size; ++i) {
@@ -118,10 +135,11 @@ std::vector<T> segment_states(const Dims& d, const Args<scalar_t, T>& a, StateKi
   return states;
 }
 
-template <typename T>
-void start_state(const Dims& d, const std::vector<T>& states, int64_t head, int64_t seg, Workspace<T>& w) {
+template <typename scalar_t, typename T>
+void start_state(const Dims& d, const Args<scalar_t, T>& a, StateKind kind, const std::vector<T>& states,
+                 int64_t head, int64_t seg, Workspace<T>& w) {
   if (states.empty()) {
-    std::fill(w.state.begin(), w.state.end(), T(0));
+    boundary_state(d, a, kind, head, w.state.data());
   } else {
     const T* src = states.data() + (head * d.segments + seg) * d.state_size();
     std::copy(src, src + d.state_size(), w.state.begin());
@@ -214,9 +232,12 @@ void run_forward(const Dims& d, const Args<scalar_t, T>& a) {
   const std::vector<T> starts = d.segments > 1 ? segment_states(d, a, StateKind::kKeyValue) : std::vector<T>();
   for_each_segment(d, [&](int64_t head, int64_t seg) {
     Workspace<T> w(d);
-    start_state(d, starts, head, seg, w);
+    start_state(d, a, StateKind::kKeyValue, starts, head, seg, w);
     const int64_t first = seg * d.segment_chunks, last = std::min(d.chunks, first + d.segment_chunks);
     for (int64_t chunk = first; chunk < last; ++chunk) forward_chunk(d, a, head, chunk * kChunk, w);
+    if (seg == d.segments - 1) {  // the last segment ends on the final state
+      cpu::store_state(d, w.state.data(), a.state_kv + head * d.c * d.m, a.state_z + head * d.c);
+    }
   });
 }
 
@@ -228,10 +249,11 @@ void run_backward(const Dims& d, const Args<scalar_t, T>& a) {
   for_each_segment(d, [&](int64_t head, int64_t seg) {
     Workspace<T> w(d);
     const int64_t first = seg * d.segment_chunks, last = std::min(d.chunks, first + d.segment_chunks);
-    start_state(d, prefix, head, seg, w);
+    start_state(d, a, StateKind::kValueKey, prefix, head, seg, w);
     for (int64_t chunk = first; chunk < last; ++chunk) dq_chunk(d, a, head, chunk * kChunk, w);
-    start_state(d, suffix, head, seg, w);
+    start_state(d, a, StateKind::kQueryGrad, suffix, head, seg, w);
     for (int64_t chunk = last - 1; chunk >= first; --chunk) dkdv_chunk(d, a, head, chunk * kChunk, w);
+    if (seg == 0) cpu::store_state(d, w.state.data(), a.state_kv + head * d.c * d.m, a.state_z + head * d.c);
   });
 }
 
@@ -240,15 +262,71 @@ Dims dims_of(const at::Tensor& q, const at::Tensor& v) {
   return Dims(q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), tile::kColBlock<T>);
 }
 
+// A contiguous view of an optional state tensor, or an undefined tensor.
+at::Tensor contiguous_or_undefined(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? t->contiguous() : at::Tensor();
+}
+
+template <typename T>
+const T* data_or_null(const at::Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
+// Calls with an empty dimension (B*H, N, C or M) skip the kernels; what is left is cheap in ATen.
+void forward_without_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double eps,
+                            bool normalize, const at::Tensor& kv0, const at::Tensor& z0, at::Tensor& out,
+                            at::Tensor& den, at::Tensor& kv_final, at::Tensor& z_final) {
+  const auto acc = accumulation_type(v.scalar_type());
+  const auto ka = k.to(acc);
+  kv_final.copy_(at::matmul(ka.transpose(2, 3), v.to(acc)));  // (B, H, C, M)
+  z_final.copy_(ka.sum(2));                                    // (B, H, C)
+  if (kv0.defined()) kv_final.add_(kv0);
+  if (z0.defined()) z_final.add_(z0);
+  out.zero_();  // not empty only when C == 0: every numerator is an empty sum
+  if (normalize) {
+    auto prefix = ka.cumsum(2);  // (B, H, N, C): z0 + sum_{j<=i} k_j
+    if (z0.defined()) prefix = prefix + z0.unsqueeze(2);
+    den.copy_((q.to(acc) * prefix).sum(3) + eps);
+  }
+}
+
+// The backward of forward_without_kernel: only the final state's gradient reaches k, v and the initial state.
+void backward_without_kernel(const at::Tensor& k, const at::Tensor& v, const at::Tensor& grad_kv,
+                             const at::Tensor& grad_z, at::Tensor& dq, at::Tensor& dk, at::Tensor& dv,
+                             at::Tensor& dkv0, at::Tensor& dz0) {
+  const auto acc = accumulation_type(v.scalar_type());
+  auto dk_acc = at::zeros(k.sizes(), k.options().dtype(acc));
+  dq.zero_(), dv.zero_(), dkv0.zero_(), dz0.zero_();
+  if (grad_kv.defined()) {
+    dk_acc.add_(at::matmul(v.to(acc), grad_kv.transpose(2, 3)));  // (B, H, N, C)
+    dv.copy_(at::matmul(k.to(acc), grad_kv));                      // (B, H, N, M)
+    dkv0.copy_(grad_kv);
+  }
+  if (grad_z.defined()) {
+    dk_acc.add_(grad_z.unsqueeze(2));
+    dz0.copy_(grad_z);
+  }
+  dk.copy_(dk_acc);
+}
+
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> causal_product_cpu(const at::Tensor& q, const at::Tensor& k,
-                                                      const at::Tensor& v, double eps, bool normalize) {
+ForwardResult causal_product_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double eps,
+                                 bool normalize, const std::optional<at::Tensor>& kv,
+                                 const std::optional<at::Tensor>& normaliser) {
   check_inputs(q, k, v);
+  check_state(kv, normaliser, q, v, "initial state");
   const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  const auto kv0 = contiguous_or_undefined(kv), z0 = contiguous_or_undefined(normaliser);
   auto out = at::empty(vc.sizes(), vc.options());
   const auto acc_options = vc.options().dtype(accumulation_type(vc.scalar_type()));
   auto den = normalize ? at::empty({q.size(0), q.size(1), q.size(2)}, acc_options) : at::empty({0}, acc_options);
+  auto kv_final = at::empty({q.size(0), q.size(1), q.size(3), v.size(3)}, acc_options);
+  auto z_final = at::empty({q.size(0), q.size(1), q.size(3)}, acc_options);
+  if (q.numel() == 0 || v.numel() == 0) {
+    forward_without_kernel(qc, kc, vc, eps, normalize, kv0, z0, out, den, kv_final, z_final);
+    return {out, den, kv_final, z_final};
+  }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, vc.scalar_type(), "lintf_causal_product", [&] {
     using T = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
     Args<scalar_t, T> a{qc.data_ptr<scalar_t>(), kc.data_ptr<scalar_t>(), vc.data_ptr<scalar_t>()};
@@ -256,29 +334,36 @@ std::tuple<at::Tensor, at::Tensor> causal_product_cpu(const at::Tensor& q, const
     a.den_out = normalize ? den.data_ptr<T>() : nullptr;
     a.eps = static_cast<T>(eps);
     a.normalize = normalize;
-    if (q.numel() > 0 && v.numel() > 0) run_forward(dims_of<T>(qc, vc), a);
+    a.kv0 = data_or_null<T>(kv0), a.z0 = data_or_null<T>(z0);
+    a.state_kv = kv_final.data_ptr<T>(), a.state_z = z_final.data_ptr<T>();
+    run_forward(dims_of<T>(qc, vc), a);
   });
-  if (q.numel() == 0) {  // C == 0: empty sums
-    out.zero_();
-    den.fill_(eps);
-  }
-  return {out, den};
+  return {out, den, kv_final, z_final};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_product_backward_cpu(
-    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-    const at::Tensor& out, const at::Tensor& denominator, bool normalize) {
+BackwardResult causal_product_backward_cpu(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+                                           const at::Tensor& v, const at::Tensor& out, const at::Tensor& denominator,
+                                           bool normalize, const std::optional<at::Tensor>& kv,
+                                           const std::optional<at::Tensor>& normaliser,
+                                           const std::optional<at::Tensor>& grad_kv,
+                                           const std::optional<at::Tensor>& grad_normaliser) {
   check_inputs(q, k, v);
+  check_state(kv, normaliser, q, v, "initial state");
+  check_state(grad_kv, grad_normaliser, q, v, "final-state gradient");
   TORCH_CHECK(grad_out.sizes() == v.sizes() && out.sizes() == v.sizes(),
               "lintf::causal_product_backward: grad_out and out must have v's shape ", v.sizes());
   const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   const auto gc = grad_out.to(vc.scalar_type()).contiguous(), oc = out.to(vc.scalar_type()).contiguous();
   const auto acc = accumulation_type(vc.scalar_type());
   const auto dc = normalize ? denominator.to(acc).contiguous() : denominator;
+  const auto kv0 = contiguous_or_undefined(kv), z0 = contiguous_or_undefined(normaliser);
+  const auto gkv = contiguous_or_undefined(grad_kv), gz = contiguous_or_undefined(grad_normaliser);
   auto dq = at::empty_like(qc), dk = at::empty_like(kc), dv = at::empty_like(vc);
-  if (q.numel() == 0 || v.numel() == 0) {  // C == 0 or M == 0: every gradient is an empty sum
-    dq.zero_(), dk.zero_(), dv.zero_();
-    return {dq, dk, dv};
+  auto dkv0 = at::empty({q.size(0), q.size(1), q.size(3), v.size(3)}, vc.options().dtype(acc));
+  auto dz0 = at::empty({q.size(0), q.size(1), q.size(3)}, vc.options().dtype(acc));
+  if (q.numel() == 0 || v.numel() == 0) {
+    backward_without_kernel(kc, vc, gkv, gz, dq, dk, dv, dkv0, dz0);
+    return {dq, dk, dv, dkv0, dz0};
   }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, vc.scalar_type(), "lintf_causal_product_backward", [&] {
     using T = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
@@ -288,17 +373,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_product_backward_cpu(
     a.den = normalize ? dc.data_ptr<T>() : nullptr;
     a.dq = dq.data_ptr<scalar_t>(), a.dk = dk.data_ptr<scalar_t>(), a.dv = dv.data_ptr<scalar_t>();
     a.normalize = normalize;
+    a.kv0 = data_or_null<T>(kv0), a.z0 = data_or_null<T>(z0);
+    a.grad_kv = data_or_null<T>(gkv), a.grad_z = data_or_null<T>(gz);
+    a.state_kv = dkv0.data_ptr<T>(), a.state_z = dz0.data_ptr<T>();
     run_backward(dims_of<T>(qc, vc), a);
   });
-  return {dq, dk, dv};
+  return {dq, dk, dv, dkv0, dz0};
 }
 
 TORCH_LIBRARY(lintf, m) {
   m.set_python_module("lintf.ops.causal_product");
-  m.def("causal_product(Tensor q, Tensor k, Tensor v, float eps, bool normalize) -> (Tensor, Tensor)");
+  m.def(
+      "causal_product(Tensor q, Tensor k, Tensor v, float eps, bool normalize, Tensor? kv=None, "
+      "Tensor? normaliser=None) -> (Tensor, Tensor, Tensor, Tensor)");
   m.def(
       "causal_product_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, "
-      "Tensor denominator, bool normalize) -> (Tensor, Tensor, Tensor)");
+      "Tensor denominator, bool normalize, Tensor? kv=None, Tensor? normaliser=None, Tensor? grad_kv=None, "
+      "Tensor? grad_normaliser=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(lintf, CPU, m) {

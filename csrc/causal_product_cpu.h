@@ -1,6 +1,7 @@
 // Chunk-level pieces of the CPU causal product: problem dimensions, per-thread workspace,
-// packing of input rows into padded fp32/fp64 tiles (and their transposes), the causal mask and
-// the running-state updates.
+// packing of input rows into padded fp32/fp64 tiles (and their transposes), the causal mask,
+// the running-state updates and the copies of a state between its padded running form and the
+// (C x M, C) tensors the op takes and returns.
 //
 // A chunk is kChunk consecutive positions of one (batch, head). Its rows are used in place when
 // they already form a tile (fp32/fp64, full chunk, feature width a multiple of the register
@@ -194,6 +195,26 @@ void add_to_value_major_state(const Dims& d, const T* vt, const T* k, T* state) 
   for (int64_t r = 0; r < kChunk; ++r) {
     for (int64_t c = 0; c < d.cp; ++c) z[c] += k[r * d.cp + c];
   }
+}
+
+// Fills a padded running state from one head's kv (C x M) and z (C), zeros for a null part:
+// state[:cp*mp] holds kv (cp x mp), or its transpose (mp x cp) when value_major, state[cp*mp:] z.
+template <typename T>
+void load_state(const Dims& d, const T* kv, const T* z, bool value_major, T* state) {
+  std::fill(state, state + d.state_size(), T(0));
+  if (kv != nullptr) {
+    for (int64_t c = 0; c < d.c; ++c) {
+      for (int64_t m = 0; m < d.m; ++m) state[value_major ? m * d.cp + c : c * d.mp + m] = kv[c * d.m + m];
+    }
+  }
+  if (z != nullptr) std::copy(z, z + d.c, state + d.cp * d.mp);
+}
+
+// Writes the unpadded part of a running state (not value-major) to one head's kv (C x M) and z (C).
+template <typename T>
+void store_state(const Dims& d, const T* state, T* kv, T* z) {
+  for (int64_t c = 0; c < d.c; ++c) std::copy(state + c * d.mp, state + c * d.mp + d.m, kv + c * d.m);
+  std::copy(state + d.cp * d.mp, state + d.cp * d.mp + d.c, z);
 }
 
 }  // namespace lintf::cpu

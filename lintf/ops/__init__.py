@@ -2,10 +2,12 @@
 
 ``causal_linear_attention`` and ``causal_dot_product`` validate their inputs, accumulate in
 fp32 (fp64 for fp64 inputs) and return the input dtype (under autocast: the autocast dtype).
-They run the compiled op ``lintf::causal_product`` (``csrc/``, registered in
-``causal_product.py``, built or loaded by ``_ext.py``) when it is available for the inputs'
-device, and the pure-PyTorch chunked path (``fallback.py``, ``chunked.py``) otherwise.
-``reference.py`` holds the naive O(N^2) forms used by tests.
+Both continue from an optional ``initial_state`` and can return the final state
+(``LinearAttentionState``, ``state.py``), so a sequence processed in pieces gives exactly the
+output and gradients of the whole. They run the compiled op ``lintf::causal_product``
+(``csrc/``, registered in ``causal_product.py``, built or loaded by ``_ext.py``) when it is
+available for the inputs' device, and the pure-PyTorch chunked path (``fallback.py``,
+``chunked.py``) otherwise. ``reference.py`` holds the naive O(N^2) forms used by tests.
 """
 
 from __future__ import annotations
@@ -15,9 +17,17 @@ from torch import Tensor
 
 from lintf.ops import _ext
 from lintf.ops.causal_product import causal_product as _compiled_causal_product
-from lintf.ops.fallback import accumulation_dtype, causal_dot_product_pytorch, causal_linear_attention_pytorch
+from lintf.ops.dtypes import accumulation_dtype
+from lintf.ops.fallback import causal_product_pytorch
+from lintf.ops.state import LinearAttentionState, check_state
 
-__all__ = ["accumulation_dtype", "causal_dot_product", "causal_linear_attention", "compiled_op_available"]
+__all__ = [
+    "LinearAttentionState",
+    "accumulation_dtype",
+    "causal_dot_product",
+    "causal_linear_attention",
+    "compiled_op_available",
+]
 
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -66,40 +76,69 @@ def check_causal_product_inputs(q: Tensor, k: Tensor, v: Tensor) -> None:
         raise ValueError(f"causal product: q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
 
 
-def causal_dot_product(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    """Numerator of causal linear attention: out_i = sum_{j<=i} (q_i . k_j) v_j.
+def _causal_product(
+    q: Tensor, k: Tensor, v: Tensor, eps: float, normalize: bool, initial_state: object, return_state: bool
+) -> Tensor | tuple[Tensor, LinearAttentionState]:
+    """Validate, then run the compiled op or the pure-PyTorch path (see the public functions)."""
+    q, k, v = _autocast_inputs(q, k, v)
+    check_causal_product_inputs(q, k, v)
+    state = None if initial_state is None else check_state(initial_state, q, v)
+    if compiled_op_available(q.device.type):
+        out, final = _compiled_causal_product(q, k, v, float(eps), normalize, state)
+    else:
+        out, final = causal_product_pytorch(q, k, v, float(eps), normalize, state, final_state=return_state)
+    return (out, final) if return_state else out
+
+
+def causal_dot_product(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    initial_state: LinearAttentionState | None = None,
+    return_state: bool = False,
+) -> Tensor | tuple[Tensor, LinearAttentionState]:
+    """Numerator of causal linear attention: out_i = q_i S0 + sum_{j<=i} (q_i . k_j) v_j.
 
     Args:
         q: (B, H, N, C) feature-mapped queries.
         k: (B, H, N, C) feature-mapped keys.
         v: (B, H, N, M) values.
+        initial_state: state (S0, z0) of earlier positions, in the accumulation dtype (fp32, fp64 for
+            fp64 inputs); None means an empty prefix. z0 does not enter the numerator, but is carried on.
+        return_state: also return the state after the last position.
 
     Returns:
-        (B, H, N, M) in the dtype of v (the autocast dtype under autocast).
+        (B, H, N, M) in the dtype of v (the autocast dtype under autocast); with return_state, the
+        pair (out, LinearAttentionState(S0 + sum_j k_j v_j^T, z0 + sum_j k_j)).
     """
-    q, k, v = _autocast_inputs(q, k, v)
-    check_causal_product_inputs(q, k, v)
-    if compiled_op_available(q.device.type):
-        return _compiled_causal_product(q, k, v, 0.0, False)
-    return causal_dot_product_pytorch(q, k, v)
+    return _causal_product(q, k, v, 0.0, False, initial_state, return_state)
 
 
-def causal_linear_attention(q: Tensor, k: Tensor, v: Tensor, eps: float = 1e-6) -> Tensor:
+def causal_linear_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    eps: float = 1e-6,
+    *,
+    initial_state: LinearAttentionState | None = None,
+    return_state: bool = False,
+) -> Tensor | tuple[Tensor, LinearAttentionState]:
     """Causal linear attention with its normaliser.
 
-    out_i = sum_{j<=i} (q_i . k_j) v_j / (sum_{j<=i} q_i . k_j + eps)
+    out_i = (q_i S0 + sum_{j<=i} (q_i . k_j) v_j) / (q_i . z0 + sum_{j<=i} q_i . k_j + eps)
 
     Args:
         q: (B, H, N, C) feature-mapped (non-negative) queries.
         k: (B, H, N, C) feature-mapped (non-negative) keys.
         v: (B, H, N, M) values.
         eps: added to the denominator.
+        initial_state: state (S0 (B, H, C, M), z0 (B, H, C)) of earlier positions, in the accumulation
+            dtype (fp32, fp64 for fp64 inputs); None means an empty prefix.
+        return_state: also return the state after the last position.
 
     Returns:
-        (B, H, N, M) in the dtype of v (the autocast dtype under autocast).
+        (B, H, N, M) in the dtype of v (the autocast dtype under autocast); with return_state, the
+        pair (out, LinearAttentionState(S0 + sum_j k_j v_j^T, z0 + sum_j k_j)).
     """
-    q, k, v = _autocast_inputs(q, k, v)
-    check_causal_product_inputs(q, k, v)
-    if compiled_op_available(q.device.type):
-        return _compiled_causal_product(q, k, v, float(eps), True)
-    return causal_linear_attention_pytorch(q, k, v, eps)
+    return _causal_product(q, k, v, eps, True, initial_state, return_state)

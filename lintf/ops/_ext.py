@@ -11,17 +11,21 @@ Ahead of time (CUDA clusters, read-only installs, containers)::
     python -m lintf.ops.build                      # into lintf/ops/_prebuilt/
     python -m lintf.ops.build --output DIR --cuda  # then export LINTF_EXTENSION_DIR=DIR
 
-The AOT build writes a manifest recording the torch version; a build made for another torch
-is ignored with a warning (and the JIT path is used).
+Every build writes a manifest beside the library (``lintf_causal_product.json``: torch version,
+the library's size and sha256) and every load verifies it first: loading a truncated library
+would kill the process (SIGBUS). A JIT library that fails the check is deleted and rebuilt; an
+AOT build that fails it, was made for another torch or has an unreadable manifest is ignored
+with a warning naming the file (and the JIT path is used).
 
 Other environment variables: ``LINTF_EXTENSION=off`` always uses the pure-PyTorch path;
 ``LINTF_CPU_ARCH`` sets ``-march`` (default ``native``: build where you run).
 
-Concurrency: builders serialise on an ``fcntl`` lock (released by the OS if a builder dies), so
-DDP ranks starting together build once and never write the same files at the same time. Under
-that lock an existing torch build lock (``<build dir>/lock``) can only be left by a killed build;
-it is named in a RuntimeError instead of being waited on forever. Without a C++ compiler (or
-ninja) one warning is issued and the pure-PyTorch path is used.
+Concurrency: builders serialise on a ``filelock.FileLock`` (released by the OS if a builder
+dies), so DDP ranks starting together build once and never write the same files at the same
+time; the one that builds says so on stderr. Under that lock an existing torch build lock
+(``<build dir>/lock``) can only be left by a killed build; it is named in a BuildLockError
+instead of being waited on forever. Without a C++ compiler (or ninja) one warning is issued and
+the pure-PyTorch path is used.
 """
 
 from __future__ import annotations
@@ -33,16 +37,19 @@ import importlib
 import json
 import os
 import shutil
-import time
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+import filelock
 import torch
 
+from lintf.ops.manifest import ManifestError, library_problem, read_manifest, write_manifest
+
 NAME = "lintf_causal_product"
-MANIFEST = f"{NAME}.json"
 LOCK_TIMEOUT_S = 1800.0
+BUILD_NOTICE = "lintf: building the C++ causal-product op (once per machine and torch version, ~20 s)..."
 _CSRC_CANDIDATES = (Path(__file__).parent / "csrc", Path(__file__).parents[2] / "csrc")
 DEFAULT_PREBUILT_DIR = Path(__file__).parent / "_prebuilt"
 
@@ -103,42 +110,56 @@ def build_lock(build_dir: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[N
     """Hold an exclusive inter-process lock on build_dir; fail on a stale torch lock there."""
     build_dir.mkdir(parents=True, exist_ok=True)
     lock_path = build_dir / "lintf_build.lock"
-    with open(lock_path, "a+") as handle:
-        try:
-            import fcntl
-        except ImportError:  # no fcntl (Windows): rely on torch's own build lock
-            yield
-            return
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise BuildLockError(
-                        f"lintf: waited {timeout_s:.0f} s for the extension build lock {lock_path}; "
-                        "another process is still building (or hangs) there"
-                    ) from None
-                time.sleep(0.2)
-        try:
-            torch_lock = build_dir / "lock"
-            if torch_lock.exists():
-                raise BuildLockError(
-                    f"lintf: stale JIT build lock {torch_lock} (left by a build that was killed); "
-                    "delete that file and retry"
-                )
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    lock = filelock.FileLock(str(lock_path), timeout=timeout_s)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        raise BuildLockError(
+            f"lintf: waited {timeout_s:.0f} s for the extension build lock {lock_path}; "
+            "another process is still building (or hangs) there"
+        ) from None
+    try:
+        torch_lock = build_dir / "lock"
+        if torch_lock.exists():
+            raise BuildLockError(
+                f"lintf: stale JIT build lock {torch_lock} (left by a build that was killed); "
+                "delete that file and retry"
+            )
+        yield
+    finally:
+        lock.release()
+
+
+def _unverified(build_dir: Path, library: Path) -> str | None:
+    """Why library in build_dir needs (re)building, or None when it exists and matches its manifest."""
+    if not library.exists():
+        return "not built yet"
+    try:
+        manifest = read_manifest(build_dir)
+    except ManifestError as error:
+        return str(error)
+    if manifest is None:
+        return f"{library} has no build manifest"
+    return library_problem(build_dir, manifest)
 
 
 def compile_into(build_dir: Path, with_cuda: bool, verbose: bool = False) -> Path:
-    """Compile (or bring up to date) the op library in build_dir and return its path."""
-    from torch.utils.cpp_extension import load
+    """Compile (or bring up to date) the op library in build_dir, load it and return its path.
+
+    A library that does not match its manifest is deleted first, so it is rebuilt instead of
+    loaded; a fresh build is announced on stderr and recorded in the manifest.
+    """
+    from torch.utils.cpp_extension import LIB_EXT, load
 
     with build_lock(build_dir):
-        library = load(
+        library = build_dir / f"{NAME}{LIB_EXT}"
+        problem = _unverified(build_dir, library)
+        if problem is not None:
+            if library.exists():
+                warnings.warn(f"lintf: {problem}; rebuilding it", stacklevel=2)
+                library.unlink()
+            print(BUILD_NOTICE, file=sys.stderr, flush=True)
+        built = Path(load(
             name=NAME,
             sources=[str(p) for p in sources(with_cuda)],
             extra_cflags=cflags(),
@@ -147,34 +168,57 @@ def compile_into(build_dir: Path, with_cuda: bool, verbose: bool = False) -> Pat
             with_cuda=with_cuda,
             is_python_module=False,
             verbose=verbose,
-        )
-    return Path(library)
+        ))
+        if problem is not None:
+            _record(build_dir, built, with_cuda)
+    return built
 
 
 def build_ahead_of_time(output_dir: Path, with_cuda: bool, verbose: bool = True) -> Path:
-    """Build into output_dir and record the torch version in a manifest beside the library."""
+    """Build into output_dir and record the build (torch version, size, sha256) in a manifest beside it."""
     library = compile_into(output_dir, with_cuda, verbose)
-    manifest = {"torch": torch.__version__, "cuda": torch.version.cuda if with_cuda else None,
-                "library": library.name, "key": build_key(with_cuda)}
-    (output_dir / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    _record(output_dir, library, with_cuda)  # also after an incremental rebuild of changed sources
     return library
 
 
+def _record(directory: Path, library: Path, with_cuda: bool) -> None:
+    write_manifest(directory, library, torch=torch.__version__, cuda=torch.version.cuda if with_cuda else None,
+                   key=build_key(with_cuda))
+
+
 def prebuilt_library(directory: Path) -> Path | None:
-    """The AOT library in directory if its manifest matches this torch, else None (warns if stale)."""
-    manifest_path = directory / MANIFEST
-    if not manifest_path.is_file():
+    """The AOT library in directory if its manifest matches this torch and the file, else None (warns why)."""
+    fallback = "falling back to the just-in-time build"
+    try:
+        manifest = read_manifest(directory)
+    except ManifestError as error:
+        warnings.warn(f"lintf: {error}; ignoring the ahead-of-time build there ({fallback})", stacklevel=3)
         return None
-    manifest = json.loads(manifest_path.read_text())
-    if manifest.get("torch") != torch.__version__:
+    if manifest is None:
+        return None
+    if manifest["torch"] != torch.__version__:
         warnings.warn(
             f"lintf: ignoring the ahead-of-time build in {directory}: it was built for torch "
-            f"{manifest.get('torch')}, this is torch {torch.__version__}; rebuild with "
-            "`python -m lintf.ops.build` (falling back to the just-in-time build)",
+            f"{manifest['torch']}, this is torch {torch.__version__}; rebuild with "
+            f"`python -m lintf.ops.build` ({fallback})",
+            stacklevel=3,
+        )
+        return None
+    problem = library_problem(directory, manifest)
+    if problem is not None:
+        warnings.warn(
+            f"lintf: ignoring the ahead-of-time build in {directory}: {problem}; rebuild with "
+            f"`python -m lintf.ops.build` ({fallback})",
             stacklevel=3,
         )
         return None
     return directory / manifest["library"]
+
+
+def jit_build_dir(with_cuda: bool) -> Path:
+    """Where the just-in-time build for these sources, flags and torch lives."""
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", Path.home() / ".cache" / "torch_extensions"))
+    return root / "lintf" / build_key(with_cuda)
 
 
 def op_has_kernel(device_type: str) -> bool:
@@ -230,9 +274,8 @@ def _jit_library() -> Path | None:
         warnings.warn(f"lintf: {problem}; causal products run on the slower pure-PyTorch path", stacklevel=4)
         return None
     with_cuda = cuda_wanted()
-    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", Path.home() / ".cache" / "torch_extensions"))
     try:
-        return compile_into(root / "lintf" / build_key(with_cuda), with_cuda)
+        return compile_into(jit_build_dir(with_cuda), with_cuda)
     except BuildLockError:
         raise
     except (OSError, RuntimeError) as error:  # torch reports compiler failures as RuntimeError

@@ -2,13 +2,20 @@
 
 The schema and the CPU/CUDA kernels live in ``csrc/`` (``TORCH_LIBRARY(lintf, ...)``)::
 
-    lintf::causal_product(q, k, v, eps, normalize) -> (out, denominator)
-    lintf::causal_product_backward(grad_out, q, k, v, out, denominator, normalize) -> (dq, dk, dv)
+    lintf::causal_product(q, k, v, eps, normalize, kv=None, normaliser=None)
+        -> (out, denominator, final_kv, final_normaliser)
+    lintf::causal_product_backward(grad_out, q, k, v, out, denominator, normalize, kv=None,
+        normaliser=None, grad_kv=None, grad_normaliser=None) -> (dq, dk, dv, d_kv, d_normaliser)
 
 q, k: (B, H, N, C); v, out, grad_out: (B, H, N, M); denominator: (B, H, N) in the accumulation
-dtype when normalize, else (0,). The C++ library names this module (``set_python_module``) so
-torch imports it whenever it needs the fake kernels; ``_ext.load_extension`` calls
-``register_python_parts`` right after loading the library.
+dtype when normalize, else (0,); kv (B, H, C, M) and normaliser (B, H, C), the optional initial
+state, and the final state and every state gradient in the accumulation dtype. The C++ library
+names this module (``set_python_module``) so torch imports it whenever it needs the fake
+kernels; ``_ext.load_extension`` calls ``register_python_parts`` right after loading the library.
+
+The first backward runs the compiled ``causal_product_backward``. A backward that records a graph
+of its own (``create_graph=True``: double backward, gradient penalties) computes the same
+gradients through the twice-differentiable pure-PyTorch path instead.
 """
 
 from __future__ import annotations
@@ -16,7 +23,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lintf.ops.fallback import accumulation_dtype
+from lintf.ops.dtypes import accumulation_dtype
+from lintf.ops.fallback import causal_product_pytorch
+from lintf.ops.state import LinearAttentionState
 
 _OP = "lintf::causal_product"
 _BACKWARD_OP = "lintf::causal_product_backward"
@@ -24,48 +33,102 @@ _AUTOCAST_DEVICES = ("cpu", "cuda")
 _registered = False
 
 
-def causal_product(q: Tensor, k: Tensor, v: Tensor, eps: float, normalize: bool) -> Tensor:
-    """Run the compiled op; (B, H, N, M) in v's dtype. Inputs must already be validated."""
-    return torch.ops.lintf.causal_product(q, k, v, eps, normalize)[0]
+def causal_product(
+    q: Tensor, k: Tensor, v: Tensor, eps: float, normalize: bool, initial_state: LinearAttentionState | None
+) -> tuple[Tensor, LinearAttentionState]:
+    """Run the compiled op: (B, H, N, M) output in v's dtype and the final state. Inputs must be validated."""
+    kv, normaliser = (None, None) if initial_state is None else initial_state
+    out, _, final_kv, final_normaliser = torch.ops.lintf.causal_product(q, k, v, eps, normalize, kv, normaliser)
+    return out, LinearAttentionState(final_kv, final_normaliser)
 
 
-def _fake_forward(q: Tensor, k: Tensor, v: Tensor, eps: float, normalize: bool) -> tuple[Tensor, Tensor]:
+def _state_like(q: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    batch, heads, _, features = q.shape
+    dtype = accumulation_dtype(v.dtype)
+    kv = q.new_empty(batch, heads, features, v.shape[-1], dtype=dtype)  # (B, H, C, M)
+    return kv, q.new_empty(batch, heads, features, dtype=dtype)  # and (B, H, C)
+
+
+def _fake_forward(
+    q: Tensor, k: Tensor, v: Tensor, eps: float, normalize: bool,
+    kv: Tensor | None = None, normaliser: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     batch, heads, length, _ = q.shape
     denominator_shape = (batch, heads, length) if normalize else (0,)
     denominator = q.new_empty(denominator_shape, dtype=accumulation_dtype(v.dtype))
-    return v.new_empty(v.shape), denominator
+    return (v.new_empty(v.shape), denominator, *_state_like(q, v))
 
 
 def _fake_backward(
-    grad_out: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, denominator: Tensor, normalize: bool
-) -> tuple[Tensor, Tensor, Tensor]:
-    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+    grad_out: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, denominator: Tensor, normalize: bool,
+    kv: Tensor | None = None, normaliser: Tensor | None = None, grad_kv: Tensor | None = None,
+    grad_normaliser: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), *_state_like(q, v))
 
 
-def _setup_context(ctx, inputs: tuple, output: tuple[Tensor, Tensor]) -> None:  # noqa: ANN001 (torch ctx)
-    q, k, v, _, normalize = inputs
-    out, denominator = output
-    ctx.save_for_backward(q, k, v, out, denominator)
-    ctx.normalize = normalize
+def _setup_context(ctx, inputs: tuple, output: tuple[Tensor, ...]) -> None:  # noqa: ANN001 (torch ctx)
+    q, k, v, eps, normalize, kv, normaliser = inputs
+    out, denominator, _, _ = output
+    ctx.save_for_backward(q, k, v, out, denominator, kv, normaliser)
+    ctx.eps, ctx.normalize = eps, normalize
     ctx.mark_non_differentiable(denominator)
+    ctx.set_materialize_grads(False)  # an unused final state costs no zero-filled gradient
 
 
-def _backward(ctx, grad_out: Tensor, _grad_denominator: Tensor | None) -> tuple:  # noqa: ANN001 (torch ctx)
-    q, k, v, out, denominator = ctx.saved_tensors
-    dq, dk, dv = torch.ops.lintf.causal_product_backward(grad_out, q, k, v, out, denominator, ctx.normalize)
-    return dq, dk, dv, None, None
+def _backward(  # noqa: ANN001 (torch ctx)
+    ctx, grad_out: Tensor | None, _grad_denominator: None, grad_kv: Tensor | None, grad_normaliser: Tensor | None
+) -> tuple:
+    q, k, v, out, denominator, kv, normaliser = ctx.saved_tensors
+    if torch.is_grad_enabled():
+        return _recorded_backward(ctx, grad_out, grad_kv, grad_normaliser)
+    if grad_out is None:
+        grad_out = torch.zeros_like(out)
+    dq, dk, dv, d_kv, d_normaliser = torch.ops.lintf.causal_product_backward(
+        grad_out, q, k, v, out, denominator, ctx.normalize, kv, normaliser, grad_kv, grad_normaliser
+    )
+    return dq, dk, dv, None, None, None if kv is None else d_kv, None if normaliser is None else d_normaliser
+
+
+def _recorded_backward(  # noqa: ANN001 (torch ctx)
+    ctx, grad_out: Tensor | None, grad_kv: Tensor | None, grad_normaliser: Tensor | None
+) -> tuple:
+    """Gradients as a differentiable function of the inputs and of the incoming gradients."""
+    q, k, v, _, _, kv, normaliser = ctx.saved_tensors
+    initial = None if kv is None else LinearAttentionState(kv, normaliser)
+    inputs = (q, k, v, None, None, kv, normaliser)
+    wanted = [i for i, needed in enumerate(ctx.needs_input_grad) if needed and inputs[i] is not None]
+    out, final = causal_product_pytorch(q, k, v, ctx.eps, ctx.normalize, initial, final_state=True)
+    pairs = [(o, g) for o, g in zip((out, *final), (grad_out, grad_kv, grad_normaliser)) if g is not None]
+    grads = torch.autograd.grad(
+        [o for o, _ in pairs], [inputs[i] for i in wanted], [g for _, g in pairs], create_graph=True, allow_unused=True
+    )
+    result: list[Tensor | None] = [None] * len(inputs)
+    for i, grad in zip(wanted, grads):
+        result[i] = torch.zeros_like(inputs[i]) if grad is None else grad
+    return tuple(result)
+
+
+def _backward_is_not_differentiable(ctx, *grads: Tensor) -> tuple:  # noqa: ANN001 (torch ctx)
+    raise RuntimeError(
+        "lintf::causal_product_backward is not differentiable itself; differentiate lintf::causal_product, "
+        "whose backward records a differentiable graph (create_graph=True) through the PyTorch path"
+    )
 
 
 def _autocast_kernel(device_type: str):  # noqa: ANN202 (dispatcher kernel)
-    """Run in the autocast dtype (fp32 accumulation is inside the kernel); fp64 stays fp64."""
+    """Run in the autocast dtype (fp32 accumulation is inside the kernel); fp64 and states stay as they are."""
     key = getattr(torch._C.DispatchKey, "Autocast" + torch._C._dispatch_key_for_device(device_type))
 
-    def kernel(_keyset, q: Tensor, k: Tensor, v: Tensor, eps: float, normalize: bool) -> tuple[Tensor, Tensor]:
+    def kernel(
+        _keyset, q: Tensor, k: Tensor, v: Tensor, eps: float, normalize: bool,
+        kv: Tensor | None = None, normaliser: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         dtype = torch.get_autocast_dtype(device_type)
         if torch.float64 not in (q.dtype, k.dtype, v.dtype):
             q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
         with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
-            return torch.ops.lintf.causal_product(q, k, v, eps, normalize)
+            return torch.ops.lintf.causal_product(q, k, v, eps, normalize, kv, normaliser)
 
     return kernel
 
@@ -78,6 +141,7 @@ def register_python_parts() -> None:
     torch.library.register_fake(_OP, _fake_forward)
     torch.library.register_fake(_BACKWARD_OP, _fake_backward)
     torch.library.register_autograd(_OP, _backward, setup_context=_setup_context)
+    torch.library.register_autograd(_BACKWARD_OP, _backward_is_not_differentiable)
     library = torch.library.Library("lintf", "IMPL")
     for device_type in _AUTOCAST_DEVICES:
         key = "Autocast" + torch._C._dispatch_key_for_device(device_type)

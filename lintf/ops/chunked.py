@@ -22,7 +22,7 @@ from torch import Tensor
 
 def default_chunk_size(feature_dim: int, value_dim: int) -> int:
     """Chunk length balancing intra-chunk work (N*L) against state memory (N*C*M/L)."""
-    balanced = math.sqrt(feature_dim * value_dim)
+    balanced = math.sqrt(max(1, feature_dim * value_dim))  # an empty C or M: any chunk works
     return int(min(512, max(64, 2 ** round(math.log2(balanced)))))
 
 
@@ -74,7 +74,7 @@ def _unchunked(x: Tensor, length: int) -> Tensor:
 
 
 def _chunk_length(q: Tensor, v: Tensor, chunk_size: int | None) -> int:
-    return min(chunk_size or default_chunk_size(q.shape[-1], v.shape[-1]), q.shape[2])
+    return max(1, min(chunk_size or default_chunk_size(q.shape[-1], v.shape[-1]), q.shape[2]))  # N = 0: 1
 
 
 def causal_product_forward(q: Tensor, k: Tensor, v: Tensor, chunk_size: int | None = None) -> Tensor:

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+import lintf.ops
 from lintf.ops import compiled_op_available
 
 
@@ -15,3 +16,13 @@ def compiled_op() -> None:
     if os.environ.get("LINTF_EXTENSION", "").lower() in {"0", "off", "false", "no"}:
         pytest.skip("LINTF_EXTENSION=off: the compiled op is disabled")
     assert compiled_op_available("cpu"), "the compiled causal-product op failed to build or load (see warnings)"
+
+
+@pytest.fixture(params=["compiled", "pytorch"])
+def op_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run lintf.ops through the compiled op, or through the pure-PyTorch path as without the extension."""
+    if request.param == "compiled":
+        request.getfixturevalue("compiled_op")
+    else:
+        monkeypatch.setattr(lintf.ops, "compiled_op_available", lambda device_type: False)
+    return request.param

@@ -5,9 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lintf.ops import causal_dot_product, causal_linear_attention
+from lintf.ops import LinearAttentionState, causal_dot_product, causal_linear_attention
 from lintf.ops.fallback import causal_linear_attention_pytorch
-from lintf.ops.reference import causal_dot_product_reference, causal_linear_attention_reference
+from lintf.ops.reference import (
+    causal_dot_product_reference,
+    causal_linear_attention_reference,
+    final_state_reference,
+)
 
 pytestmark = [
     pytest.mark.usefixtures("compiled_op"),
@@ -63,11 +67,14 @@ def test_gradcheck_float64(op):
     assert torch.autograd.gradcheck(OPS[op][0], inputs(1, 2, 35, 3, 2))
 
 
+@pytest.mark.parametrize("with_state", [False, True])
 @pytest.mark.parametrize("normalize", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
-def test_opcheck(normalize, dtype):
+def test_opcheck(normalize, dtype, with_state):
     q, k, v = (t.detach().to(dtype).requires_grad_() for t in inputs(2, 1, 33, 4, 3))
-    torch.library.opcheck(torch.ops.lintf.causal_product.default, (q, k, v, 1e-6, normalize))
+    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    state = (torch.randn(2, 1, 4, 3, dtype=acc, requires_grad=True), torch.rand(2, 1, 4, dtype=acc, requires_grad=True))
+    torch.library.opcheck(torch.ops.lintf.causal_product.default, (q, k, v, 1e-6, normalize, *state[: 2 * with_state]))
 
 
 def test_non_contiguous_inputs():
@@ -85,23 +92,32 @@ def test_non_contiguous_inputs():
 
 @pytest.mark.parametrize("threads", [2, 3])
 def test_splitting_heads_across_threads_matches_reference(threads):
-    """With fewer heads than threads each head's sequence is split into segments."""
-    tensors = inputs(1, 1, 1000, 8, 6)
-    upstream = torch.randn(1, 1, 1000, 6, dtype=torch.float64)
+    """With fewer heads than threads each head's sequence is split into segments; the first starts
+    from the initial state, the last hands on the final state (and the reverse for gradients)."""
+    q, k, v = inputs(1, 1, 1000, 8, 6)
+    state = LinearAttentionState(torch.randn(1, 1, 8, 6, dtype=torch.float64, requires_grad=True),
+                                 torch.rand(1, 1, 8, dtype=torch.float64, requires_grad=True))
+    tensors = [q, k, v, *state]
+    upstream = [torch.randn(1, 1, 1000, 6, dtype=torch.float64), torch.randn(1, 1, 8, 6, dtype=torch.float64),
+                torch.randn(1, 1, 8, dtype=torch.float64)]
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(threads)
-        got = values_and_grads(causal_linear_attention, tensors, upstream)
+        out, final = causal_linear_attention(q, k, v, initial_state=state, return_state=True)
+        got = [out, *final, *torch.autograd.grad([out, *final], tensors, upstream)]
     finally:
         torch.set_num_threads(before)
-    for a, b in zip(got, values_and_grads(causal_linear_attention_reference, tensors, upstream)):
+    want = [causal_linear_attention_reference(q, k, v, initial_state=state), *final_state_reference(k, v, state)]
+    want += torch.autograd.grad(want, tensors, upstream)
+    for a, b in zip(got, want):
         torch.testing.assert_close(a, b)
 
 
 def test_eps_is_added_to_the_denominator():
     q, k, v = (t.detach() for t in inputs(1, 1, 9, 3, 2))
     for eps in (0.0, 10.0):
-        torch.testing.assert_close(causal_linear_attention(q, k, v, eps), causal_linear_attention_reference(q, k, v, eps))
+        want = causal_linear_attention_reference(q, k, v, eps)
+        torch.testing.assert_close(causal_linear_attention(q, k, v, eps), want)
 
 
 def test_torch_compile_fullgraph():

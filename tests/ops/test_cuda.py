@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lintf.ops import causal_dot_product, causal_linear_attention, compiled_op_available
+from lintf.ops import LinearAttentionState, causal_dot_product, causal_linear_attention, compiled_op_available
 
 pytestmark = [
     pytest.mark.gpu,
@@ -40,3 +40,37 @@ def test_cuda_matches_cpu(fn, dtype, shape):
 def test_cuda_opcheck():
     q, k, v = (torch.rand(1, 2, 33, 4, device="cuda", requires_grad=True) for _ in range(3))
     torch.library.opcheck(torch.ops.lintf.causal_product.default, (q, k, v, 1e-6, True))
+
+
+@pytest.mark.parametrize("fn", [causal_linear_attention, causal_dot_product])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_cuda_state_matches_cpu(fn, dtype):
+    """Initial state in, final state out, and the gradients of both, on the scan kernel."""
+    b, h, n, c, m = 2, 3, 37, 8, 5
+    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    cpu = [torch.rand(b, h, n, c, dtype=dtype), torch.rand(b, h, n, c, dtype=dtype),
+           torch.randn(b, h, n, m, dtype=dtype), torch.randn(b, h, c, m, dtype=acc), torch.rand(b, h, c, dtype=acc)]
+    cpu = [t.requires_grad_() for t in cpu]
+    gpu = [t.detach().cuda().requires_grad_() for t in cpu]
+    upstream = [torch.randn(b, h, n, m, dtype=dtype), torch.randn(b, h, c, m, dtype=acc),
+                torch.randn(b, h, c, dtype=acc)]
+
+    def run(tensors: list[torch.Tensor], grads: list[torch.Tensor]) -> list[torch.Tensor]:
+        q, k, v, kv, z = tensors
+        out, final = fn(q, k, v, initial_state=LinearAttentionState(kv, z), return_state=True)
+        return [out, *final, *torch.autograd.grad([out, *final], tensors, grads)]
+
+    want = run(cpu, upstream)
+    got = run(gpu, [g.cuda() for g in upstream])
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 1e-4, "atol": 1e-4}
+    for a, w in zip(got, want):
+        assert a.dtype == w.dtype and a.device.type == "cuda"
+        torch.testing.assert_close(a.cpu(), w, **tol)
+
+
+def test_cuda_opcheck_with_state():
+    q, k, v = (torch.rand(1, 2, 33, 4, device="cuda", requires_grad=True) for _ in range(3))
+    kv = torch.randn(1, 2, 4, 4, device="cuda", requires_grad=True)
+    z = torch.rand(1, 2, 4, device="cuda", requires_grad=True)
+    for normalize in (True, False):
+        torch.library.opcheck(torch.ops.lintf.causal_product.default, (q, k, v, 1e-6, normalize, kv, z))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lintf.ops import causal_dot_product, causal_linear_attention
+from lintf.ops import LinearAttentionState, causal_dot_product, causal_linear_attention
 
 pytestmark = pytest.mark.usefixtures("compiled_op")
 
@@ -38,3 +38,44 @@ def test_the_raw_op_checks_too():
         torch.ops.lintf.causal_product(q, k[..., :2], v, 1e-6, True)
     with pytest.raises(RuntimeError, match="must share a dtype"):
         torch.ops.lintf.causal_product(q, k.double(), v, 1e-6, True)
+
+
+def good_state() -> LinearAttentionState:
+    return LinearAttentionState(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3))
+
+
+@pytest.mark.parametrize("fn", [causal_linear_attention, causal_dot_product])
+@pytest.mark.parametrize(
+    "state, message",
+    [
+        (LinearAttentionState(torch.zeros(1, 2, 4, 3), torch.zeros(1, 2, 3)),
+         r"initial_state.kv must have shape \(1, 2, 3, 4\) \(B, H, C, M\), got \(1, 2, 4, 3\)"),
+        (LinearAttentionState(torch.zeros(1, 2, 3, 4), torch.zeros(2, 3)),
+         r"initial_state.normaliser must have shape \(1, 2, 3\) \(B, H, C\), got \(2, 3\)"),
+        (LinearAttentionState(torch.zeros(1, 2, 3, 4, dtype=torch.bfloat16), torch.zeros(1, 2, 3)),
+         r"initial_state.kv must have the accumulation dtype torch.float32 \(for torch.float32 inputs\), "
+         r"got torch.bfloat16"),
+        (LinearAttentionState(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, device="meta")),
+         r"initial_state.normaliser must be on the inputs' device cpu, got meta"),
+        (torch.zeros(1, 2, 3, 4), r"initial_state must be a LinearAttentionState\(kv, normaliser\) .* got Tensor"),
+    ],
+    ids=["kv-shape", "normaliser-shape", "dtype", "device", "type"],
+)
+def test_invalid_state_raises_value_error(fn, state, message):
+    with pytest.raises(ValueError, match=message):
+        fn(*good(), initial_state=state)
+
+
+def test_fp64_inputs_need_an_fp64_state():
+    q, k, v = (t.double() for t in good())
+    with pytest.raises(ValueError, match=r"accumulation dtype torch.float64 \(for torch.float64 inputs\)"):
+        causal_linear_attention(q, k, v, initial_state=good_state())
+
+
+def test_the_raw_op_checks_the_state():
+    q, k, v = good()
+    kv, z = good_state()
+    with pytest.raises(RuntimeError, match=r"initial state kv must have shape \[1, 2, 3, 4\], got \[1, 2, 3, 3\]"):
+        torch.ops.lintf.causal_product(q, k, v, 1e-6, True, kv[..., :3], z)
+    with pytest.raises(RuntimeError, match=r"initial state normaliser must have dtype Double"):
+        torch.ops.lintf.causal_product(q.double(), k.double(), v.double(), 1e-6, True, kv.double(), z)

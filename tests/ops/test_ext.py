@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from lintf.ops import _ext
+from lintf.ops.manifest import MANIFEST
 
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
-    """Run code in a fresh interpreter (the loader caches its decision per process)."""
+    """Run code in a fresh interpreter (the loader caches its decision per process), extension enabled."""
     return subprocess.run(
-        [sys.executable, "-W", "always", "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
+        [sys.executable, "-W", "always", "-c", code], env={**os.environ, "LINTF_EXTENSION": "", **env},
+        capture_output=True, text=True,
         timeout=600,
     )
 
@@ -38,18 +43,81 @@ def test_a_busy_build_lock_times_out_naming_the_lock(tmp_path):
         pass
 
 
+def fake_build(directory: Path, torch_version: str = torch.__version__) -> Path:
+    """A stand-in library file and a manifest that describes it, written by hand."""
+    library = directory / f"{_ext.NAME}.so"
+    library.write_bytes(b"\x7fELF" + bytes(range(256)) * 8)
+    manifest = {"torch": torch_version, "cuda": None, "library": library.name, "key": "x",
+                "size": library.stat().st_size, "sha256": hashlib.sha256(library.read_bytes()).hexdigest()}
+    (directory / MANIFEST).write_text(json.dumps(manifest))
+    return library
+
+
 def test_prebuilt_for_another_torch_is_ignored_with_a_warning(tmp_path):
-    manifest = {"torch": "0.0.1", "cuda": None, "library": f"{_ext.NAME}.so", "key": "x"}
-    (tmp_path / _ext.MANIFEST).write_text(json.dumps(manifest))
+    fake_build(tmp_path, "0.0.1")
     with pytest.warns(UserWarning, match=re.escape(f"built for torch 0.0.1, this is torch {torch.__version__}")):
         assert _ext.prebuilt_library(tmp_path) is None
 
 
 def test_prebuilt_for_this_torch_is_used(tmp_path):
-    manifest = {"torch": torch.__version__, "cuda": None, "library": f"{_ext.NAME}.so", "key": "x"}
-    (tmp_path / _ext.MANIFEST).write_text(json.dumps(manifest))
-    assert _ext.prebuilt_library(tmp_path) == tmp_path / f"{_ext.NAME}.so"
+    library = fake_build(tmp_path)
+    assert _ext.prebuilt_library(tmp_path) == library
     assert _ext.prebuilt_library(tmp_path / "missing") is None
+
+
+@pytest.mark.parametrize("damage", ["truncate", "overwrite", "delete"])
+def test_a_damaged_prebuilt_library_is_ignored_naming_the_file(tmp_path, damage):
+    library = fake_build(tmp_path)
+    data = library.read_bytes()
+    if damage == "truncate":
+        library.write_bytes(data[: len(data) // 2])
+    elif damage == "overwrite":
+        library.write_bytes(bytes(len(data)))
+    else:
+        library.unlink()
+    with pytest.warns(UserWarning, match=re.escape(f"ignoring the ahead-of-time build in {tmp_path}: {library}")):
+        assert _ext.prebuilt_library(tmp_path) is None
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [("{not json", "cannot read the build manifest"), ('{"torch": "2.0"}', "lacks a valid library, size, sha256"),
+     ("[1, 2]", "lacks a valid torch, library, size, sha256"), (b"\xff\xfe", "cannot read the build manifest")],
+    ids=["invalid-json", "missing-keys", "not-an-object", "not-text"],
+)
+def test_a_corrupt_prebuilt_manifest_is_ignored_naming_the_file(tmp_path, text, problem):
+    manifest = tmp_path / MANIFEST
+    manifest.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.warns(UserWarning, match=re.escape(problem)) as caught:
+        assert _ext.prebuilt_library(tmp_path) is None
+    assert str(manifest) in str(caught[0].message) and "ignoring the ahead-of-time build" in str(caught[0].message)
+
+
+def test_the_build_lock_excludes_without_fcntl(tmp_path, monkeypatch):
+    """filelock picks the platform's locking; the lock does not silently vanish where fcntl is missing."""
+    monkeypatch.setitem(sys.modules, "fcntl", None)  # `import fcntl` now raises ImportError
+    with _ext.build_lock(tmp_path):
+        with pytest.raises(_ext.BuildLockError, match=re.escape(str(tmp_path / "lintf_build.lock"))):
+            with _ext.build_lock(tmp_path, timeout_s=0.3):
+                pass
+
+
+def test_the_build_lock_excludes_another_process(tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"from lintf.ops import _ext\nfrom pathlib import Path\nimport sys, time\n"
+         f"with _ext.build_lock(Path({str(tmp_path)!r})):\n    print('held', flush=True)\n    time.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(_ext.BuildLockError, match="another process is still building"):
+            with _ext.build_lock(tmp_path, timeout_s=0.5):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with _ext.build_lock(tmp_path, timeout_s=5):  # the OS released the dead holder's lock
+        pass
 
 
 def test_without_a_compiler_one_warning_and_the_pytorch_path(tmp_path):
@@ -77,7 +145,7 @@ def test_ahead_of_time_build_is_loaded(tmp_path):
     build = subprocess.run([sys.executable, "-m", "lintf.ops.build", "--output", str(tmp_path), "--no-cuda"],
                            capture_output=True, text=True, timeout=900)
     assert build.returncode == 0, build.stderr[-3000:]
-    assert json.loads((tmp_path / _ext.MANIFEST).read_text())["torch"] == torch.__version__
+    assert json.loads((tmp_path / MANIFEST).read_text())["torch"] == torch.__version__
     code = (
         "import torch\n"
         "from lintf.ops import causal_dot_product, compiled_op_available\n"
@@ -89,3 +157,58 @@ def test_ahead_of_time_build_is_loaded(tmp_path):
     result = run_python(code, LINTF_EXTENSION_DIR=str(tmp_path), CXX="no-such-compiler-xyz")
     assert result.returncode == 0, result.stderr
     assert str(tmp_path / f"{_ext.NAME}.so") in result.stdout
+
+
+USE_OP = (
+    "import torch\n"
+    "from lintf.ops import causal_linear_attention, compiled_op_available\n"
+    "from lintf.ops.reference import causal_linear_attention_reference as ref\n"
+    "assert compiled_op_available('cpu')\n"
+    "q = torch.rand(1, 2, 40, 3, dtype=torch.float64)\n"
+    "torch.testing.assert_close(causal_linear_attention(q, q, q), ref(q, q, q))\n"
+    "print('op ok')\n"
+)
+
+
+def jit_copy(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """An environment whose JIT cache is a copy of this machine's build (built there if there is none), and
+    the library's path in it."""
+    env = {"TORCH_EXTENSIONS_DIR": str(tmp_path / "extensions"), "LINTF_EXTENSION_DIR": str(tmp_path / "none")}
+    source = _ext.jit_build_dir(_ext.cuda_wanted())
+    target = tmp_path / "extensions" / "lintf" / source.name
+    if (source / MANIFEST).is_file():
+        target.mkdir(parents=True)
+        # named files only (other processes may be writing ninja's temporary files there); copy2 keeps the
+        # mtimes, so ninja sees the objects up to date
+        objects = [path.name for path in source.glob("*.o")]
+        for name in ["build.ninja", ".ninja_deps", ".ninja_log", f"{_ext.NAME}.so", MANIFEST, *objects]:
+            if (source / name).is_file():
+                shutil.copy2(source / name, target / name)
+    else:
+        assert run_python(USE_OP, **env).returncode == 0
+    return env, target / f"{_ext.NAME}.so"
+
+
+@pytest.mark.usefixtures("compiled_op")
+def test_a_truncated_jit_library_is_rebuilt_instead_of_crashing(tmp_path):
+    env, library = jit_copy(tmp_path)
+    original = library.read_bytes()
+    library.write_bytes(original[: len(original) // 2])
+    result = run_python(USE_OP, **env)
+    assert result.returncode == 0, (result.returncode, result.stderr[-3000:])  # loading it: SIGBUS (-7)
+    assert "op ok" in result.stdout
+    assert f"{library} has {len(original) // 2} bytes but its build recorded {len(original)}" in result.stderr
+    manifest = json.loads((library.parent / MANIFEST).read_text())
+    assert manifest["size"] == library.stat().st_size == len(original)
+    assert manifest["sha256"] == hashlib.sha256(library.read_bytes()).hexdigest()
+
+
+@pytest.mark.usefixtures("compiled_op")
+def test_a_build_is_announced_once_on_stderr(tmp_path):
+    env, library = jit_copy(tmp_path)
+    library.unlink()  # the objects stay: only the link step runs again
+    first, second = run_python(USE_OP, **env), run_python(USE_OP, **env)
+    assert first.returncode == second.returncode == 0, first.stderr[-3000:] + second.stderr[-3000:]
+    notice = "lintf: building the C++ causal-product op (once per machine and torch version, ~20 s)..."
+    assert first.stderr.count(notice) == 1
+    assert notice not in second.stderr and "op ok" in second.stdout
