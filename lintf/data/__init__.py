@@ -4,5 +4,6 @@ task in ``lintf.asr``."""
 
 from lintf.data.copy import CopyData
 from lintf.data.images import ImageData
+from lintf.data.text_stream import TextStreamData
 
-__all__ = ["CopyData", "ImageData"]
+__all__ = ["CopyData", "ImageData", "TextStreamData"]

@@ -33,12 +33,22 @@ class MultiHeadAttention(nn.Module):
         batch, length, _ = x.shape
         return x.view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, N, D)
 
-    def forward(self, x: Tensor, causal: bool, key_padding_mask: Tensor | None = None) -> Tensor:
-        """x (B, N, d_model) -> (B, N, d_model)."""
+    def forward(
+        self, x: Tensor, causal: bool, key_padding_mask: Tensor | None = None, state: State | None = None,
+        return_state: bool = False,
+    ) -> Tensor | tuple[Tensor, State]:
+        """x (B, N, d_model) -> (B, N, d_model); with ``return_state`` also the attention's state after x.
+
+        ``state`` (causal only) continues a sequence whose earlier positions left it (from ``forward``
+        with ``return_state`` or from ``step``).
+        """
         q, k, v = (self._split_heads(proj(x)) for proj in (self.query, self.key, self.value))
-        attended = self.attention(q, k, v, causal=causal, key_padding_mask=key_padding_mask)  # (B, H, N, D)
+        kwargs = {"state": state, "return_state": True} if state is not None or return_state else {}
+        result = self.attention(q, k, v, causal=causal, key_padding_mask=key_padding_mask, **kwargs)
+        attended, new_state = result if kwargs else (result, None)  # (B, H, N, D)
         batch, _, length, _ = attended.shape
-        return self.out(attended.transpose(1, 2).reshape(batch, length, -1))  # (B, N, d_model)
+        out = self.out(attended.transpose(1, 2).reshape(batch, length, -1))  # (B, N, d_model)
+        return (out, new_state) if return_state else out
 
     def init_state(self, batch_size: int, device: torch.device | str | None, dtype: torch.dtype) -> State:
         return self.attention.init_state(batch_size, self.n_heads, self.head_dim, device=device, dtype=dtype)

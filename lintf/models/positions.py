@@ -12,7 +12,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-PositionKind = Literal["learned", "sinusoidal", "raster"]
+PositionKind = Literal["learned", "sinusoidal", "raster", "none"]
 
 
 def sinusoidal_positions(length: int, dim: int) -> Tensor:
@@ -50,6 +50,12 @@ class Positions(nn.Module):
     def at(self, position: int) -> Tensor:
         """(d_model,) code of one position."""
         return self.forward(position + 1)[position]
+
+    def span(self, start: int, length: int) -> Tensor:
+        """(length, d_model) codes of positions start..start+length-1 (a sequence continued from ``start``)."""
+        if start < 0:
+            raise ValueError(f"positions start at 0, got start={start}")
+        return self.forward(start + length)[start:]
 
 
 class LearnedPositions(Positions):
@@ -107,8 +113,26 @@ class RasterPositions(Positions):
         return self.row_embedding[position // self.row_bytes] + self.column_embedding[position % self.row_bytes]
 
 
+class NoPositions(Positions):
+    """No position codes (zeros): order reaches the model only through causal attention, so a sequence
+    can be read in segments of any length, or continued from a carried state, without position limits."""
+
+    def __init__(self, max_length: int, d_model: int) -> None:
+        super().__init__(max_length, d_model)
+        self.register_buffer("zero", torch.zeros(d_model), persistent=False)
+
+    def forward(self, length: int) -> Tensor:
+        return self.zero.expand(length, self.d_model)
+
+    def at(self, position: int) -> Tensor:
+        return self.zero
+
+    def span(self, start: int, length: int) -> Tensor:
+        return self.zero.expand(length, self.d_model)
+
+
 POSITIONS: dict[str, type[Positions]] = {
-    "learned": LearnedPositions, "sinusoidal": SinusoidalPositions, "raster": RasterPositions,
+    "learned": LearnedPositions, "sinusoidal": SinusoidalPositions, "raster": RasterPositions, "none": NoPositions,
 }
 
 

@@ -77,10 +77,22 @@ class TransformerLayer(nn.Module):
             return x + self.dropout(branch(norm(x)))
         return norm(x + self.dropout(branch(x)))
 
-    def forward(self, x: Tensor, causal: bool, key_padding_mask: Tensor | None = None) -> Tensor:
-        """x (B, N, d_model) -> (B, N, d_model)."""
-        x = self._residual(x, lambda h: self.attention(h, causal, key_padding_mask), self.attention_norm)
-        return self._residual(x, self.feed_forward, self.feed_forward_norm)
+    def forward(
+        self, x: Tensor, causal: bool, key_padding_mask: Tensor | None = None, state: State | None = None,
+        return_state: bool = False,
+    ) -> Tensor | tuple[Tensor, State]:
+        """x (B, N, d_model) -> (B, N, d_model); with ``return_state`` also the attention's state after x."""
+        carried = {}
+
+        def attend(h: Tensor) -> Tensor:
+            if state is None and not return_state:
+                return self.attention(h, causal, key_padding_mask)
+            out, carried["state"] = self.attention(h, causal, key_padding_mask, state=state, return_state=True)
+            return out
+
+        x = self._residual(x, attend, self.attention_norm)
+        x = self._residual(x, self.feed_forward, self.feed_forward_norm)
+        return (x, carried["state"]) if return_state else x
 
     def step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]:
         """x_t (B, d_model) -> (B, d_model) for the next position; state is the attention's."""
@@ -125,13 +137,38 @@ class TransformerEncoder(nn.Module):
         )
         self.final_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
 
-    def forward(self, x: Tensor, causal: bool = True, key_padding_mask: Tensor | None = None) -> Tensor:
-        """x (B, N, d_model) -> (B, N, d_model). key_padding_mask (B, N) bool, True = padding."""
+    def forward(
+        self, x: Tensor, causal: bool = True, key_padding_mask: Tensor | None = None,
+        state: list[State] | None = None, return_state: bool = False,
+    ) -> Tensor | tuple[Tensor, list[State]]:
+        """x (B, N, d_model) -> (B, N, d_model). key_padding_mask (B, N) bool, True = padding.
+
+        Args:
+            x: (B, N, d_model) inputs.
+            causal: position i attends to positions <= i only.
+            key_padding_mask: (B, N) bool, True marks padding.
+            state: per-layer states of earlier positions (from ``forward(..., return_state=True)``,
+                ``prefill`` or ``step``); causal only. None starts from an empty prefix.
+            return_state: also return the per-layer states after the last position, which ``step``
+                (or another ``forward``) continues.
+        """
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"TransformerEncoder: x must be (B, N, {self.d_model}), got {tuple(x.shape)}")
-        for layer in self.layers:
-            x = layer(x, causal, key_padding_mask)
-        return self.final_norm(x)
+        if state is not None and len(state) != len(self.layers):
+            raise ValueError(f"TransformerEncoder: state has {len(state)} layers, model has {len(self.layers)}")
+        if not return_state and state is None:
+            for layer in self.layers:
+                x = layer(x, causal, key_padding_mask)
+            return self.final_norm(x)
+        new_state = []
+        for index, layer in enumerate(self.layers):
+            x, layer_state = layer(x, causal, key_padding_mask, None if state is None else state[index], True)
+            new_state.append(layer_state)
+        return (self.final_norm(x), new_state) if return_state else self.final_norm(x)
+
+    def prefill(self, x: Tensor, state: list[State] | None = None) -> tuple[Tensor, list[State]]:
+        """Run a prompt x (B, N, d_model) in one parallel causal pass; its outputs and the states ``step`` continues."""
+        return self.forward(x, causal=True, state=state, return_state=True)
 
     def init_state(
         self, batch_size: int, device: torch.device | str | None = None, dtype: torch.dtype = torch.float32

@@ -16,8 +16,16 @@ from lintf.attention.base import State
 from lintf.models.encoder_config import EncoderConfig
 from lintf.models.positions import PositionKind, build_positions
 from lintf.names import HeadName
-from lintf.registry import build_head
+from lintf.registry import ATTENTIONS, build_head
 from lintf.tasks.base import TransformerTask
+
+
+def require_causal_attention(name: str, task: str) -> None:
+    """ValueError naming the causal attentions if attention ``name`` has no causal form."""
+    if not getattr(ATTENTIONS.get(name), "supports_causal", True):
+        causal = [n for n in ATTENTIONS.names() if getattr(ATTENTIONS.get(n), "supports_causal", True)]
+        raise ValueError(f"{task} predicts each token from the ones before it, so its attention must be causal; "
+                         f"{name!r} is not. Causal attentions: {', '.join(causal)}")
 
 
 class AutoregressiveTask(TransformerTask):
@@ -52,18 +60,39 @@ class AutoregressiveTask(TransformerTask):
     ) -> None:
         if vocab_size < 1 or max_length < 1:
             raise ValueError(f"vocab_size and max_length must be >= 1, got {vocab_size} and {max_length}")
+        require_causal_attention(EncoderConfig.coerce(encoder).attention, type(self).__name__)
         super().__init__(encoder, optimizer, lr_scheduler)
-        self.hparams["head"] = str(head)
+        if "head" in self.hparams:  # a plain string in checkpoints (tasks that fix their head do not list it)
+            self.hparams["head"] = str(head)
         self.token_embedding = nn.Embedding(vocab_size, self.d_model)
         self.positions = build_positions(positions, max_length, self.d_model, row_bytes)
         self.head = build_head(str(head), self.d_model, n_values=vocab_size, **(head_kwargs or {}))
         self.max_length = max_length
         self.build_metrics()
 
-    def forward(self, tokens: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
-        """Causal next-token head parameters: tokens (B, N) int -> (B, N, P) (categorical: logits)."""
-        x = self.token_embedding(tokens) + self.positions(tokens.shape[1])  # (B, N, d_model)
-        return self.head(self.encoder(x, causal=True, key_padding_mask=key_padding_mask))
+    def forward(
+        self, tokens: Tensor, key_padding_mask: Tensor | None = None, state: list[State] | None = None,
+        return_state: bool = False, start: int = 0,
+    ) -> Tensor | tuple[Tensor, list[State]]:
+        """Causal next-token head parameters: tokens (B, N) int -> (B, N, P) (categorical: logits).
+
+        Args:
+            tokens: (B, N) token ids.
+            key_padding_mask: (B, N) bool, True marks padding.
+            state: per-layer states of the positions before ``tokens`` (``return_state`` of an earlier
+                call, ``prefill`` or ``step``); None: the sequence starts here.
+            return_state: also return the per-layer states after the last token.
+            start: position of the first token (for position codes when continuing a sequence).
+        """
+        x = self.token_embedding(tokens) + self.positions.span(start, tokens.shape[1])  # (B, N, d_model)
+        if state is None and not return_state:
+            return self.head(self.encoder(x, causal=True, key_padding_mask=key_padding_mask))
+        hidden, state = self.encoder(x, causal=True, key_padding_mask=key_padding_mask, state=state, return_state=True)
+        return (self.head(hidden), state) if return_state else self.head(hidden)
+
+    def prefill(self, tokens: Tensor) -> tuple[Tensor, list[State]]:
+        """Read a prompt (B, N) in one parallel pass: head parameters (B, N, P) and the state ``step`` continues at N."""
+        return self.forward(tokens, return_state=True)
 
     def init_state(self, batch_size: int) -> list[State]:
         """Empty recurrent state for ``step``."""

@@ -66,15 +66,16 @@ class CopyTask(AutoregressiveTask):
 
     @torch.no_grad()
     def copy_greedily(self, tokens: Tensor, lengths: Tensor) -> Tensor:
-        """Feed ``s SEP`` through ``step`` and let the model write the copy, one token at a time.
+        """Read ``s SEP`` in one parallel pass (``prefill``), then let the model write the copy with ``step``.
 
         Returns:
             predicted next tokens (B, 2 * max(L)): column j predicts token j + 1, like ``forward``.
         """
-        state = self.init_state(tokens.shape[0])
-        predicted = tokens[:, 0]
-        columns = []
-        for position in range(int(2 * lengths.max())):
+        common = int(lengths.min()) + 1  # s_1..s_L SEP of the shortest prompt: given in every row
+        logits, state = self.prefill(tokens[:, :common])  # one parallel pass over the common prompt
+        columns = list(logits.argmax(-1).unbind(dim=1))
+        predicted = columns[-1]
+        for position in range(common, int(2 * lengths.max())):
             given = torch.where(position <= lengths, tokens[:, position], predicted)  # prompt, then own output
             logits, state = self.step(given, position, state)
             predicted = logits.argmax(-1)

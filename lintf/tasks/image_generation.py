@@ -117,7 +117,7 @@ class ImageGenerationTask(AutoregressiveTask):
 
     @torch.no_grad()
     def generate(self, prompt: Tensor, known: int, generator: torch.Generator | None = None) -> Tensor:
-        """Complete byte sequences with the recurrent form.
+        """Complete byte sequences: the given bytes in one parallel pass (``prefill``), the rest with ``step``.
 
         Args:
             prompt: (B, N) int bytes; only the first ``known`` columns are used.
@@ -128,11 +128,14 @@ class ImageGenerationTask(AutoregressiveTask):
             (B, N) int64 bytes: the prompt's first ``known``, then samples.
         """
         out = prompt.clone().long()
-        state = self.init_state(out.shape[0])
-        for position in range(out.shape[1] - 1):
-            params, state = self.step(out[:, position], position, state)
-            if position + 1 >= known:
-                out[:, position + 1] = self.head.sample(params, generator=generator)
+        if not 1 <= known <= out.shape[1]:
+            raise ValueError(f"known must lie in 1..{out.shape[1]} (the first byte is always given), got {known}")
+        params, state = self.prefill(out[:, :known])  # the given bytes in one parallel pass
+        params = params[:, -1]
+        for position in range(known, out.shape[1]):
+            out[:, position] = self.head.sample(params, generator=generator)
+            if position + 1 < out.shape[1]:
+                params, state = self.step(out[:, position], position, state)
         return out
 
     def on_predict_start(self) -> None:

@@ -6,9 +6,10 @@ import yaml
 from lintf.cli import LintfCLI
 from tests.cli.helpers import COPY_YAML, REPO, TINY_DATA, TINY_MODEL, quiet_trainer, run
 
-# Speech and image configs read real corpora; tests/speech/test_asr_task.py and
+# Speech, image and text-stream configs read real corpora; tests/asr/test_asr_task.py,
+# tests/tasks/test_stream_lm.py and
 # tests/tasks/test_image_generation.py run them on generated ones.
-OWN_TESTS = ("asr_", "mnist", "cifar10")
+OWN_TESTS = ("asr_", "mnist", "cifar10", "stream_lm")
 CONFIGS = sorted(str(p.relative_to(REPO)) for p in (REPO / "configs").rglob("*.yaml") if not p.name.startswith(OWN_TESTS))
 
 

@@ -121,3 +121,33 @@ def test_public_api_is_exported():
     for name in ("register_attention", "register_feature_map", "list_attentions", "list_feature_maps",
                  "build_attention", "build_feature_map"):
         assert callable(getattr(lintf, name))
+
+
+def continuing_attention_names() -> list[str]:
+    from lintf.registry import ATTENTIONS
+
+    return [n for n in exact_step_attention_names() if getattr(ATTENTIONS.get(n), "continues_exactly", True)]
+
+
+@pytest.mark.parametrize("name", continuing_attention_names())
+@pytest.mark.parametrize("split", [1, 6, 11])
+def test_prefill_then_step_or_forward_continues_the_whole_sequence(name, split):
+    model = TransformerEncoder(EncoderConfig(**SMALL, attention=name)).double().eval()
+    x = torch.randn(2, 12, 16, dtype=torch.float64)
+    with torch.no_grad():
+        whole = model(x, causal=True)
+        prefix, state = model.prefill(x[:, :split])
+        stepped = [model.step(x[:, t], state)[0] for t in [split]]  # the next position from the prefill state
+        rest, _ = model(x[:, split:], causal=True, state=state, return_state=True)
+    torch.testing.assert_close(prefix, whole[:, :split], atol=1e-10, rtol=1e-9)
+    torch.testing.assert_close(stepped[0], whole[:, split], atol=1e-10, rtol=1e-9)
+    torch.testing.assert_close(rest, whole[:, split:], atol=1e-10, rtol=1e-9)
+
+
+def test_encoder_state_errors():
+    model = TransformerEncoder(EncoderConfig(**SMALL))
+    x = torch.randn(1, 4, 16)
+    with pytest.raises(ValueError, match="state has 1 layers, model has 2"):
+        model(x, state=model.init_state(1)[:1])
+    with pytest.raises(ValueError, match="causal"):
+        model(x, causal=False, return_state=True)

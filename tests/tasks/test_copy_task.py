@@ -64,3 +64,25 @@ def test_checkpoint_records_the_task():
     checkpoint = {}
     tiny_task().on_save_checkpoint(checkpoint)
     assert checkpoint["lintf_task"] == "lintf.tasks.copy.CopyTask"
+
+
+def copy_by_steps_only(task: CopyTask, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """The greedy copy with every prompt token fed through ``step`` (no prefill): the reference."""
+    state = task.init_state(tokens.shape[0])
+    predicted, columns = tokens[:, 0], []
+    for position in range(int(2 * lengths.max())):
+        given = torch.where(position <= lengths, tokens[:, position], predicted)
+        logits, state = task.step(given, position, state)
+        predicted = logits.argmax(-1)
+        columns.append(predicted)
+    return torch.stack(columns, dim=1)
+
+
+@pytest.mark.parametrize("name", ["linear", "softmax", "retention"])
+def test_greedy_copy_with_prefill_equals_stepping_the_prompt(name):
+    torch.manual_seed(0)
+    task = tiny_task(name).double()
+    batch = next(iter(CopyData(max_length=24, batch_size=5, predict_size=5).predict_dataloader()))
+    with torch.no_grad():
+        assert torch.equal(task.copy_greedily(batch["tokens"], batch["length"]),
+                           copy_by_steps_only(task, batch["tokens"], batch["length"]))

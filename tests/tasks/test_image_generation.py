@@ -96,3 +96,20 @@ def test_raster_positions_share_columns_and_step_equals_forward():
 def test_raster_positions_need_a_row_length():
     with pytest.raises(ValueError, match="positions='raster' needs row_bytes"):
         ImageGenerationTask(positions="raster")
+
+
+def test_completion_from_prefill_equals_stepping_the_given_half():
+    torch.manual_seed(0)
+    task = ImageGenerationTask(vocab_size=256, max_length=15, encoder=TINY_ENCODER).double().eval()
+    prompt = torch.randint(0, 256, (3, 16))
+    with torch.no_grad():
+        completed = task.generate(prompt, known=8, generator=torch.Generator().manual_seed(1))
+        generator, out = torch.Generator().manual_seed(1), prompt.clone()
+        state = task.init_state(3)
+        for position in range(15):  # the reference: every byte through step
+            params, state = task.step(out[:, position], position, state)
+            if position + 1 >= 8:
+                out[:, position + 1] = task.head.sample(params, generator=generator)
+    assert torch.equal(completed, out)
+    with pytest.raises(ValueError, match="known must lie in 1..16"):
+        task.generate(prompt, known=0)

@@ -1,0 +1,103 @@
+"""Character language modelling over long text streams, with the recurrent state carried between segments.
+
+Truncated backpropagation through time in O(1) memory: each training batch is the next segment of
+every stream (``lintf.data.TextStreamData``), and the task starts it from the state the previous
+segment left (detached, so gradients stop at the segment boundary), as Transformer-XL carries its
+memory, but as one (C x M) state per head instead of a cache of past activations. Evaluation reads
+contexts of any length in one parallel pass, which equals reading them segment by segment with the
+state carried, because causal linear attention is an RNN.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch import Tensor
+
+from lintf.attention.base import State
+from lintf.metrics import BitsPerDim
+from lintf.models.encoder_config import EncoderConfig
+from lintf.models.positions import PositionKind
+from lintf.tasks.autoregressive import AutoregressiveTask
+
+Batch = dict[str, Any]
+
+
+def detach_state(state: Any) -> Any:
+    """``state`` (nested lists, tuples, dicts of tensors) with every tensor detached from the graph."""
+    if isinstance(state, Tensor):
+        return state.detach()
+    if isinstance(state, dict):
+        return {key: detach_state(value) for key, value in state.items()}
+    if isinstance(state, tuple) and hasattr(state, "_fields"):  # a NamedTuple keeps its type
+        return type(state)(*(detach_state(value) for value in state))
+    if isinstance(state, list | tuple):
+        return type(state)(detach_state(value) for value in state)
+    return state
+
+
+class StreamLanguageModelTask(AutoregressiveTask):
+    """Next-character prediction over text streams; bits per character.
+
+    Args:
+        vocab_size: characters of the text; linked from the data module.
+        max_length: the longest sequence read in one call; linked from the data module.
+        encoder: the encoder stack; its attention must be causal with a recurrent state.
+        positions: position codes; "none" (the default) lets a stream continue past any length.
+        between_segments: "carry" starts each training segment from the state the stream's previous
+            segment left (truncated BPTT); "reset" starts every segment from an empty state.
+        optimizer: optimizer class and arguments.
+        lr_scheduler: learning-rate scheduler stepped every optimizer update; None keeps the rate fixed.
+    """
+
+    prediction_metrics = ("bits_per_char",)
+
+    def __init__(
+        self,
+        vocab_size: int,
+        max_length: int,
+        encoder: EncoderConfig = EncoderConfig(d_model=128, n_layers=4, n_heads=4, dropout=0.0),
+        positions: PositionKind = "none",
+        between_segments: Literal["carry", "reset"] = "carry",
+        optimizer: OptimizerCallable = torch.optim.AdamW,
+        lr_scheduler: LRSchedulerCallable | None = None,
+    ) -> None:
+        if between_segments not in ("carry", "reset"):
+            raise ValueError(f"between_segments must be 'carry' or 'reset', got {between_segments!r}")
+        super().__init__(vocab_size, max_length, encoder, positions, None, optimizer, lr_scheduler)
+        self.stream_state: list[State] | None = None
+
+    def build_metrics(self) -> None:
+        self.val_bits, self.test_bits = BitsPerDim(), BitsPerDim()
+
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+        tokens = batch["tokens"]  # (B, T + 1): inputs and next characters
+        if batch["first"] or self.hparams.between_segments == "reset":
+            self.stream_state = None
+        logits, state = self(tokens[:, :-1], state=self.stream_state, return_state=True)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten())
+        self.stream_state = detach_state(state) if self.hparams.between_segments == "carry" else None
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/bits_per_char", loss / math.log(2))
+        return loss
+
+    def on_train_epoch_start(self) -> None:
+        self.stream_state = None
+
+    def _evaluate(self, batch: Batch, stage: str, metric: BitsPerDim) -> None:
+        tokens = batch["tokens"]  # (b, L + 1): whole contexts, each from an empty state
+        logits = self(tokens[:, :-1])
+        nll = F.cross_entropy(logits.float().transpose(1, 2), tokens[:, 1:], reduction="none")  # (b, L)
+        metric.update(nll)
+        self.log(f"{stage}/loss", nll.mean(), prog_bar=True, sync_dist=True)
+        self.log(f"{stage}/bits_per_char", metric, prog_bar=True)
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        self._evaluate(batch, "val", self.val_bits)
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        self._evaluate(batch, "test", self.test_bits)

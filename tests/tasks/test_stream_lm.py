@@ -1,0 +1,72 @@
+"""StreamLanguageModelTask: a carried state makes segment after segment equal the unsplit stream; reset does not."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lintf.models import EncoderConfig
+from lintf.tasks import CopyTask, StreamLanguageModelTask
+from lintf.tasks.stream_lm import detach_state
+
+ENCODER = EncoderConfig(d_model=16, n_layers=2, n_heads=2, dropout=0.0)
+
+
+def losses_of_second_segment(between_segments: str) -> tuple[float, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    task = StreamLanguageModelTask(vocab_size=7, max_length=32, encoder=ENCODER, between_segments=between_segments)
+    task.double()
+    stream = torch.randint(0, 7, (3, 17))  # 3 streams, two segments of 8 (+1 next character)
+    task.training_step({"tokens": stream[:, :9], "first": True}, 0)
+    second = float(task.training_step({"tokens": stream[:, 8:], "first": False}, 1))
+    with torch.no_grad():
+        logits = task(stream[:, :-1])  # the whole stream in one pass
+    whole = F.cross_entropy(logits[:, 8:].flatten(0, 1), stream[:, 9:].flatten())
+    alone = F.cross_entropy(task(stream[:, 8:-1]).detach().flatten(0, 1), stream[:, 9:].flatten())
+    return second, whole, alone
+
+
+def test_carried_state_continues_the_stream_exactly():
+    second, whole, alone = losses_of_second_segment("carry")
+    assert second == pytest.approx(float(whole), rel=1e-6)  # the task's loss is computed in fp32
+    assert abs(second - float(alone)) > 1e-3  # the first segment mattered
+
+
+def test_reset_starts_every_segment_afresh():
+    second, whole, alone = losses_of_second_segment("reset")
+    assert second == pytest.approx(float(alone), rel=1e-6)
+    assert abs(second - float(whole)) > 1e-3
+
+
+def test_the_first_segment_of_an_epoch_resets_and_states_are_detached():
+    task = StreamLanguageModelTask(vocab_size=7, max_length=32, encoder=ENCODER)
+    tokens = torch.randint(0, 7, (2, 9))
+    task.training_step({"tokens": tokens, "first": True}, 0)
+    assert task.stream_state is not None
+    leaves = [t for layer in task.stream_state for t in (layer.values() if isinstance(layer, dict) else layer)
+              if isinstance(t, torch.Tensor)]
+    assert leaves and all(not t.requires_grad for t in leaves)
+    assert detach_state({"a": [torch.ones(1, requires_grad=True)]})["a"][0].requires_grad is False
+
+
+def test_tasks_refuse_attentions_without_a_causal_form():
+    with pytest.raises(ValueError, match="its attention must be causal; 'clustered' is not"):
+        CopyTask(12, 24, EncoderConfig(d_model=16, n_layers=1, n_heads=2, attention="clustered"))
+
+
+def test_config_trains_and_tests_on_a_text_file(tmp_path, monkeypatch):
+    from tests.cli.helpers import REPO, quiet_trainer, run
+
+    monkeypatch.chdir(tmp_path)
+    text = tmp_path / "text.txt"
+    text.write_text("in the beginning was the word, and the word was with god.\n" * 200)
+    config = ["--config", str(REPO / "configs" / "stream_lm.yaml"), "--data.init_args.source", str(text),
+              "--data.init_args.eval_length", "64", "--data.init_args.batch_size", "4",
+              "--model.init_args.encoder.d_model", "16", "--model.init_args.encoder.n_layers", "1",
+              "--model.init_args.encoder.n_heads", "2", *quiet_trainer(tmp_path)]
+    fitted = run(["fit", *config, "--trainer.max_steps", "3", "--trainer.val_check_interval", "3",
+                  "--model.init_args.lr_scheduler.init_args.total_steps", "40"])
+    assert fitted.trainer.global_step == 3 and "val/bits_per_char" in fitted.trainer.callback_metrics
+    tested = run(["test", *config, "--ckpt_path", "last"])
+    assert 0 < float(tested.trainer.callback_metrics["test/bits_per_char"]) < 8
