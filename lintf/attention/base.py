@@ -35,7 +35,7 @@ Subclasses implement ``attend`` / ``attend_step`` / ``init_state``; the public `
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -71,12 +71,22 @@ class Attention(nn.Module):
     approximates the unsplit forward (say why in the class docstring)."""
     cache_entries: ClassVar[tuple[str, ...]] = ()
     """State entries that grow with time along dim 2 (KV caches) and hold ``state['length']`` positions."""
+    supports_sequence_parallel: ClassVar[bool] = False
+    """True if causal ``forward`` can run on one part of a sequence split across ranks (``use_sequence_parallel``)."""
 
     def __init__(self, head_dim: int) -> None:
         super().__init__()
         if not isinstance(head_dim, int) or head_dim <= 0:
             raise ValueError(f"{type(self).__name__}: head_dim must be a positive int, got {head_dim!r}")
         self.head_dim = head_dim
+        self.sequence_parallel_group: Any = None
+
+    def use_sequence_parallel(self, group: Any) -> None:
+        """Causal calls see this rank's consecutive part of each sequence split across ``group`` (None: off)."""
+        if group is not None and not self.supports_sequence_parallel:
+            raise ValueError(f"{type(self).__name__} cannot split a sequence across ranks; attentions that can: those "
+                             "with supports_sequence_parallel (linear and its feature-map variants)")
+        self.sequence_parallel_group = group
 
     def forward(
         self,

@@ -16,6 +16,7 @@ from torch import Tensor
 from lintf.attention.arguments import non_negative
 from lintf.attention.base import Attention, State
 from lintf.ops import LinearAttentionState, accumulation_dtype, causal_linear_attention
+from lintf.ops.sequence_parallel import incoming_state
 from lintf.registry import build_feature_map, register_attention
 
 
@@ -34,6 +35,8 @@ class LinearAttention(Attention):
         feature_map_kwargs: extra arguments of that feature map.
         eps: added to the denominator phi(q).z; >= 0.
     """
+
+    supports_sequence_parallel = True
 
     def __init__(
         self,
@@ -70,8 +73,15 @@ class LinearAttention(Attention):
     def _causal(
         self, phi_q: Tensor, phi_k: Tensor, v: Tensor, state: State | None, return_state: bool
     ) -> tuple[Tensor, State | None]:
-        """The causal product from ``state`` (None: an empty prefix), and the state after it if asked."""
+        """The causal product from ``state`` (None: an empty prefix), and the state after it if asked.
+
+        Under sequence parallelism the earlier ranks' positions join the prefix: their summed state
+        (``lintf.ops.sequence_parallel``) is added to ``state``.
+        """
         initial = None if state is None else LinearAttentionState(state["kv"], state["normaliser"])
+        if self.sequence_parallel_group is not None:
+            earlier = incoming_state(phi_k, v, self.sequence_parallel_group)
+            initial = earlier if initial is None else LinearAttentionState(*(a + b for a, b in zip(initial, earlier)))
         if not return_state:
             return causal_linear_attention(phi_q, phi_k, v, self.eps, initial_state=initial), None
         out, final = causal_linear_attention(phi_q, phi_k, v, self.eps, initial_state=initial, return_state=True)

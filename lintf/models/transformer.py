@@ -166,6 +166,16 @@ class TransformerEncoder(nn.Module):
             new_state.append(layer_state)
         return (self.final_norm(x), new_state) if return_state else self.final_norm(x)
 
+    def use_sequence_parallel(self, group: Any) -> None:
+        """Run causal calls on this rank's consecutive part of sequences split across ``group`` (None: off).
+
+        Every layer's attention then adds the state of the earlier ranks' positions (one all-gather of
+        (C x M) states per layer); outputs equal the whole sequence's rows. Parameter gradients are
+        this rank's share: sum them across the group (DDP does) for the whole sequence's.
+        """
+        for layer in self.layers:
+            layer.attention.attention.use_sequence_parallel(group)
+
     def prefill(self, x: Tensor, state: list[State] | None = None) -> tuple[Tensor, list[State]]:
         """Run a prompt x (B, N, d_model) in one parallel causal pass; its outputs and the states ``step`` continues."""
         return self.forward(x, causal=True, state=state, return_state=True)
