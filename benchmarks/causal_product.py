@@ -2,7 +2,8 @@
 
     python -m benchmarks.causal_product [--lengths 1024 4096 16384 65536] [--threads 1 2]
 
-B=1, H=8, C=M=64, fp32, q and k elu+1 feature maps. For each thread count (pinned with
+B=1, H=8, C=M=64, fp32, q and k elu+1 feature maps. "lintf op, state" is the compiled op
+continuing from an initial state and returning its final state (the cost of carrying a state). For each thread count (pinned with
 torch.set_num_threads) and length N: forward and forward+backward wall time (best of repeats)
 and the peak extra resident memory of one call over its inputs (outputs and gradients
 included; Linux's resettable VmHWM, measured in a child process whose glibc returns large blocks
@@ -28,7 +29,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from lintf.ops import causal_linear_attention, compiled_op_available
+from lintf.ops import LinearAttentionState, causal_linear_attention, compiled_op_available
 from lintf.ops.fallback import causal_linear_attention_pytorch
 
 from benchmarks.measure import peak_extra_mb, run_isolated
@@ -53,6 +54,14 @@ def fast_transformers_attention() -> Fn | None:
     return attention
 
 
+def op_with_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The compiled op from an initial state (B, H, C, M) + (B, H, C), also returning the final state."""
+    batch, heads, _, features = q.shape
+    start = LinearAttentionState(q.new_zeros(batch, heads, features, v.shape[-1]), q.new_zeros(batch, heads, features))
+    out, _ = causal_linear_attention(q, k, v, initial_state=start, return_state=True)
+    return out
+
+
 def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
@@ -60,7 +69,8 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 def implementations() -> dict[str, Fn]:
     if not compiled_op_available("cpu"):
         sys.exit("the compiled op is not available; see the warning above")
-    impls: dict[str, Fn] = {"lintf op": causal_linear_attention, "lintf pytorch": causal_linear_attention_pytorch}
+    impls: dict[str, Fn] = {"lintf op": causal_linear_attention, "lintf op, state": op_with_state,
+                            "lintf pytorch": causal_linear_attention_pytorch}
     impls["sdpa"] = sdpa
     reference = fast_transformers_attention()
     if reference is not None:
@@ -172,6 +182,10 @@ def ratios(rows: list[dict], n: int, peak: float) -> list[str]:
         if other in at:
             goal = f" (target >= {target}x)" if target else ""
             lines.append(f"{key[:-3]}: {at[other][key] / ours[key]:.1f}x faster than {other}{goal}")
+    if "lintf op, state" in at:
+        state = at["lintf op, state"]
+        lines.append(f"carrying a state (initial in, final out): fwd {state['fwd ms'] / ours['fwd ms']:.2f}x, "
+                     f"fwd+bwd {state['fwd+bwd ms'] / ours['fwd+bwd ms']:.2f}x the time without")
     if "fast-transformers" in at and "fwd+bwd MB" in ours:
         ref = at["fast-transformers"]
         lines.append(f"peak extra memory fwd / fwd+bwd: {ours['fwd MB']:.0f} / {ours['fwd+bwd MB']:.0f} MB vs "
