@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lintf.ops import accumulation_dtype
+from lintf.ops.dtypes import accumulation_dtype
 from lintf.ops.state import LinearAttentionState
 
 DEFAULT_CHUNK_SIZE = 64
