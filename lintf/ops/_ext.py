@@ -34,7 +34,6 @@ import contextlib
 import functools
 import hashlib
 import importlib
-import json
 import os
 import shutil
 import sys

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import torch
 from torch import Tensor
 
 from lintf.ops.dtypes import accumulation_dtype
