@@ -32,8 +32,8 @@ def train(variant: str, args: argparse.Namespace) -> LintfCLI:
         "--config", str(REPO / "configs" / "stream_lm.yaml"),
         "--model.init_args.between_segments", variant,
         "--model.init_args.lr_scheduler.init_args.total_steps", str(args.steps),
-        "--trainer.max_steps", str(args.steps), "--trainer.val_check_interval", str(args.steps),
-        "--trainer.limit_val_batches", "1", "--trainer.enable_progress_bar", "false",
+        "--trainer.max_steps", str(args.steps), "--trainer.limit_val_batches", "0", "--trainer.num_sanity_val_steps", "0",
+        "--trainer.enable_progress_bar", "false",
         "--trainer.default_root_dir", str(args.out / "runs" / variant),
         "--trainer.logger", "false", "--trainer.enable_checkpointing", "false", *args.overrides,
     ])
