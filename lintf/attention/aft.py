@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from lintf.attention.base import Attention, State
-from lintf.ops import accumulation_dtype
+from lintf.ops.dtypes import accumulation_dtype
 from lintf.ops.decayed import decayed_cumsum
 from lintf.registry import register_attention
 

@@ -22,7 +22,8 @@ from torch import Tensor, nn
 
 from lintf.attention.arguments import non_negative
 from lintf.attention.base import Attention, State
-from lintf.ops import LinearAttentionState, accumulation_dtype
+from lintf.ops import LinearAttentionState
+from lintf.ops.dtypes import accumulation_dtype
 from lintf.ops.decayed import decayed_linear_attention
 from lintf.registry import build_feature_map, register_attention
 

@@ -15,7 +15,8 @@ from torch import Tensor
 
 from lintf.attention.arguments import non_negative
 from lintf.attention.base import Attention, State
-from lintf.ops import LinearAttentionState, accumulation_dtype, causal_linear_attention
+from lintf.ops import LinearAttentionState, causal_linear_attention
+from lintf.ops.dtypes import accumulation_dtype
 from lintf.ops.sequence_parallel import incoming_state
 from lintf.registry import build_feature_map, register_attention
 

@@ -14,7 +14,7 @@ from lintf.attention.cache import (
     extend_cache,
 )
 from lintf.attention.masking import masked_softmax, visible_keys
-from lintf.ops import accumulation_dtype
+from lintf.ops.dtypes import accumulation_dtype
 from lintf.registry import register_attention
 
 

@@ -17,13 +17,11 @@ from torch import Tensor
 
 from lintf.ops import _ext
 from lintf.ops.causal_product import causal_product as _compiled_causal_product
-from lintf.ops.dtypes import accumulation_dtype
 from lintf.ops.fallback import causal_product_pytorch
 from lintf.ops.state import LinearAttentionState, check_state
 
 __all__ = [
     "LinearAttentionState",
-    "accumulation_dtype",
     "causal_dot_product",
     "causal_linear_attention",
     "compiled_op_available",
