@@ -1,13 +1,15 @@
 """Stateful training over streams: a character LM trained on 256-character segments, with and without carried state.
 
-    python -m benchmarks.stream_lm [--steps 2000] [--eval-lengths 256 8192]
+    python -m benchmarks.stream_lm [--steps 2000] [--attentions linear gated_linear] [--eval-lengths 256 8192 0]
 
-Both variants are ``configs/stream_lm.yaml`` (the King James Bible as 16 streams of consecutive
-256-character segments, linear attention, no position codes) trained for the same number of steps
-from the same seed; they differ only in ``between_segments``: "carry" starts each segment from the
-state the stream's previous segment left (truncated BPTT), "reset" from an empty state. Each is then
-tested on the held-out end of the text in contexts of every ``--eval-lengths`` (each context read
-in one parallel pass from an empty state). Writes benchmarks/results/stream_lm.{md,json}.
+Every variant is ``configs/stream_lm.yaml`` (the King James Bible as 16 streams of consecutive
+256-character segments, no position codes) with one of ``--attentions``, trained for the same number
+of steps from the same seed; the two variants of an attention differ only in ``between_segments``:
+"carry" starts each segment from the state the stream's previous segment left (truncated BPTT),
+"reset" from an empty state. Each is then tested on the held-out end of the text in contexts of
+every ``--eval-lengths`` (each read in one parallel pass from an empty state; 0 = the whole test
+text as one context, which equals reading it segment by segment with the state carried).
+Writes benchmarks/results/stream_lm.{md,json}.
 """
 
 from __future__ import annotations
@@ -27,14 +29,14 @@ RESULTS = Path(__file__).parent / "results"
 VARIANTS = ("carry", "reset")
 
 
-def train(variant: str, args: argparse.Namespace) -> LintfCLI:
+def train(attention: str, variant: str, args: argparse.Namespace) -> LintfCLI:
     cli = LintfCLI(run=False, args=[
         "--config", str(REPO / "configs" / "stream_lm.yaml"),
-        "--model.init_args.between_segments", variant,
+        "--model.init_args.encoder.attention", attention, "--model.init_args.between_segments", variant,
         "--model.init_args.lr_scheduler.init_args.total_steps", str(args.steps),
         "--trainer.max_steps", str(args.steps), "--trainer.limit_val_batches", "0", "--trainer.num_sanity_val_steps", "0",
         "--trainer.enable_progress_bar", "false",
-        "--trainer.default_root_dir", str(args.out / "runs" / variant),
+        "--trainer.default_root_dir", str(args.out / "runs" / f"{attention}-{variant}"),
         "--trainer.logger", "false", "--trainer.enable_checkpointing", "false", *args.overrides,
     ])
     start = time.time()
@@ -45,38 +47,44 @@ def train(variant: str, args: argparse.Namespace) -> LintfCLI:
 
 def test_bits_per_char(cli: LintfCLI, eval_length: int) -> float:
     settings = {k: v for k, v in cli.datamodule.hparams.items() if not k.startswith("_")}  # not the CLI's own keys
-    data = TextStreamData(**{**settings, "eval_length": eval_length, "eval_batch_size": 8})
+    whole = len(cli.datamodule.texts["test"]) - 1
+    data = TextStreamData(**{**settings, "eval_length": eval_length or whole, "eval_batch_size": 8})
     return float(cli.trainer.test(cli.model, datamodule=data, verbose=False)[0]["test/bits_per_char"])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--eval-lengths", type=int, nargs="+", default=[256, 8192])
+    parser.add_argument("--attentions", nargs="+", default=["linear", "gated_linear"])
+    parser.add_argument("--eval-lengths", type=int, nargs="+", default=[256, 8192, 0])
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("overrides", nargs="*", help="more lintf options after --, e.g. -- --data.init_args.batch_size 8")
     args = parser.parse_args()
     rows = []
-    for variant in VARIANTS:
-        cli = train(variant, args)
-        row = {"between_segments": variant, "train_seconds": round(cli.train_seconds),
-               "bits_per_char": {n: test_bits_per_char(cli, n) for n in args.eval_lengths}}
-        print(row, flush=True)
-        rows.append(row)
+    for attention in args.attentions:
+        for variant in VARIANTS:
+            cli = train(attention, variant, args)
+            row = {"attention": attention, "between_segments": variant, "train_seconds": round(cli.train_seconds),
+                   "bits_per_char": {n: test_bits_per_char(cli, n) for n in args.eval_lengths}}
+            print(row, flush=True)
+            rows.append(row)
     lengths = args.eval_lengths
     lines = ["# Stateful training over streams (truncated BPTT)", "",
-             f"`python -m benchmarks.stream_lm --steps {args.steps}`: configs/stream_lm.yaml, {args.steps} steps of 16 "
-             f"streams x 256 characters, {torch.get_num_threads()} threads. Test bits per character on the held-out "
-             "end of the King James Bible, read in contexts of each length from an empty state.", "",
-             "| between training segments | " + " | ".join(f"test bits/char, contexts of {n}" for n in lengths)
-             + " | training s |", "|---|" + "---:|" * (len(lengths) + 1)]
+             f"`python -m benchmarks.stream_lm --steps {args.steps} --attentions {' '.join(args.attentions)}`: "
+             f"configs/stream_lm.yaml, {args.steps} steps of 16 streams x 256 characters, {torch.get_num_threads()} "
+             "threads. Test bits per character on the held-out end of the King James Bible, read in contexts of each "
+             "length from an empty state (the whole test text: one context, i.e. the state carried throughout).", "",
+             "| attention | between training segments | "
+             + " | ".join(f"contexts of {n}" if n else "whole test text" for n in lengths) + " | training s |",
+             "|---|---|" + "---:|" * (len(lengths) + 1)]
     for row in rows:
         cells = " | ".join(f"{row['bits_per_char'][n]:.3f}" for n in lengths)
-        lines.append(f"| {row['between_segments']} | {cells} | {row['train_seconds']} |")
+        lines.append(f"| {row['attention']} | {row['between_segments']} | {cells} | {row['train_seconds']} |")
     print("\n".join(lines))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "stream_lm.md").write_text("\n".join(lines) + "\n")
-    (args.out / "stream_lm.json").write_text(json.dumps({"steps": args.steps, "results": rows}, indent=2))
+    (args.out / "stream_lm.json").write_text(json.dumps({"steps": args.steps, "attentions": args.attentions,
+                                                         "results": rows}, indent=2))
 
 
 if __name__ == "__main__":
