@@ -22,6 +22,7 @@ from torch import Tensor, nn
 
 from lintf.attention.arguments import non_negative
 from lintf.attention.base import Attention, State
+from lintf.attention.linear import empty_linear_state
 from lintf.ops import LinearAttentionState
 from lintf.ops.dtypes import accumulation_dtype
 from lintf.ops.decayed import decayed_linear_attention
@@ -95,12 +96,7 @@ class GatedLinearAttention(Attention):
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float32,
     ) -> State:
-        acc = accumulation_dtype(dtype)
-        features = self.feature_map.out_dim
-        return {
-            "kv": torch.zeros(batch_size, n_heads, features, value_dim, device=device, dtype=acc),  # S
-            "normaliser": torch.zeros(batch_size, n_heads, features, device=device, dtype=acc),  # z
-        }
+        return empty_linear_state(batch_size, n_heads, self.feature_map.out_dim, value_dim, device, dtype)
 
     def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
         acc = state["kv"].dtype

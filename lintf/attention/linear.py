@@ -21,6 +21,17 @@ from lintf.ops.sequence_parallel import incoming_state
 from lintf.registry import build_feature_map, register_attention
 
 
+def empty_linear_state(
+    batch_size: int, n_heads: int, features: int, value_dim: int, device: torch.device | str | None, dtype: torch.dtype
+) -> State:
+    """The state of an empty prefix: S = 0 (B, H, C, M) and z = 0 (B, H, C), in the accumulation dtype of ``dtype``."""
+    acc = accumulation_dtype(dtype)
+    return {
+        "kv": torch.zeros(batch_size, n_heads, features, value_dim, device=device, dtype=acc),  # S
+        "normaliser": torch.zeros(batch_size, n_heads, features, device=device, dtype=acc),  # z
+    }
+
+
 @register_attention("linear")
 class LinearAttention(Attention):
     """Kernelised attention with a registered feature map phi.
@@ -96,12 +107,7 @@ class LinearAttention(Attention):
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float32,
     ) -> State:
-        acc = accumulation_dtype(dtype)
-        features = self.feature_map.out_dim
-        return {
-            "kv": torch.zeros(batch_size, n_heads, features, value_dim, device=device, dtype=acc),  # S
-            "normaliser": torch.zeros(batch_size, n_heads, features, device=device, dtype=acc),  # z
-        }
+        return empty_linear_state(batch_size, n_heads, self.feature_map.out_dim, value_dim, device, dtype)
 
     def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
         with torch.autocast(v_t.device.type, enabled=False):  # the state stays fp32 under autocast
