@@ -11,7 +11,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-KERNEL_SOURCES = ("*.h", "*.cpp", "*.cu")
+KERNEL_SOURCES = ("*.h", "*.cpp", "*.cu", "*.cuh")
 
 
 class BuildWithKernelSources(build_py):

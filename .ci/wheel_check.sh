@@ -3,12 +3,14 @@
 # causal-product op: the kernel sources travel inside the package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+repo="$(pwd)"
 work="$(mktemp -d)"
 python -m pip wheel --quiet --disable-pip-version-check --no-deps . -w "$work/dist"
 python -m venv --system-site-packages "$work/venv"  # torch and the other dependencies come from the machine
 "$work/venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$work"/dist/lintf-*.whl
 cd "$work"
-TORCH_EXTENSIONS_DIR="$work/extensions" LINTF_EXTENSION_DIR= "$work/venv/bin/python" - <<'PY'
+LINTF_REPO="$repo" TORCH_EXTENSIONS_DIR="$work/extensions" LINTF_EXTENSION_DIR= "$work/venv/bin/python" - <<'PY'
+import os
 import sys
 from pathlib import Path
 
@@ -20,7 +22,9 @@ from lintf.ops.reference import causal_linear_attention_reference
 
 installed = Path(lintf.__file__).resolve()
 assert installed.is_relative_to(Path(sys.prefix).resolve()), f"imported {installed}, not the installed wheel"
-assert (installed.parent / "ops" / "csrc" / "causal_product.cpp").is_file(), "the wheel has no kernel sources"
+kernel_files = {p.name for p in (Path(os.environ["LINTF_REPO"]) / "csrc").iterdir() if p.suffix in {".h", ".cpp", ".cu", ".cuh"}}
+shipped = {p.name for p in (installed.parent / "ops" / "csrc").glob("*")}
+assert kernel_files <= shipped, f"the wheel lacks kernel sources: {sorted(kernel_files - shipped)}"
 assert lintf.ops.compiled_op_available("cpu"), "the installed copy fell back to the PyTorch path"
 q, k = torch.rand(2, 3, 40, 8, dtype=torch.float64), torch.rand(2, 3, 40, 8, dtype=torch.float64)
 v = torch.randn(2, 3, 40, 5, dtype=torch.float64)

@@ -1,35 +1,41 @@
-"""Causal-product benchmark: our compiled op vs our pure-PyTorch path, SDPA and fast-transformers.
+"""Causal-product benchmark: the compiled op against fast-transformers, our PyTorch path and SDPA.
 
-    python -m benchmarks.causal_product [--lengths 1024 4096 16384 65536] [--threads 1 2]
+    python -m benchmarks.causal_product [--lengths 1024 4096 16384 65536] [--threads 1 2 ...]
 
-B=1, H=8, C=M=64, fp32, q and k elu+1 feature maps. "lintf op, state" is the compiled op
-continuing from an initial state and returning its final state (the cost of carrying a state). For each thread count (pinned with
-torch.set_num_threads) and length N: forward and forward+backward wall time (best of repeats)
-and the peak extra resident memory of one call over its inputs (outputs and gradients
-included; Linux's resettable VmHWM, measured in a child process whose glibc returns large blocks
-to the OS at once; timings run with the default allocator).
-"fast-transformers" is the paper's library (pytorch-fast-transformers 0.4.0, imported only here,
-when installed): its CPU `causal_dot_product` plus its normaliser computed in PyTorch the way its
-CausalLinearAttention does. SDPA is `scaled_dot_product_attention(is_causal=True)`, run while
-its O(N^2) time fits the budget. GFLOP/s count the minimal work, 4NCM per head forward and 12NCM
-forward+backward, against a measured single-thread fp32 matmul peak. Writes
-benchmarks/results/causal_product.{md,png} and prints the same tables and the target ratios.
+B=1, H=8, C=M=64, fp32, q and k elu+1 feature maps; threads default to 1, 2 and all cores (pinned
+with torch.set_num_threads). Rows: "lintf op" (the compiled op on the vector path this CPU
+selects), "lintf op, state" (the same continuing from an initial state and returning the final
+one), "lintf op [<path>]" (the op with LINTF_CPU_PATH forcing a narrower vector path),
+"lintf pytorch" (the pure-PyTorch path), "sdpa" (`scaled_dot_product_attention(is_causal=True)`,
+while its O(N^2) time fits) and "fast-transformers" (pytorch-fast-transformers 0.4.0, imported only
+here, when installed: its CPU `causal_dot_product` plus its normaliser computed in PyTorch the way
+its CausalLinearAttention does). Times: median of 7 calls (3 when a call takes over half a second)
+after a warm-up call. GFLOP/s count the minimal work, 4NCM per head forward and 12NCM
+forward+backward, against an fp32 matmul (2048^2) measured in the same run with the same number
+of threads. Memory: peak extra resident MB of one call over its inputs (outputs and gradients
+included), in a child process whose glibc returns freed blocks to the OS at once. "first touch"
+times filling a fresh output-sized tensor with 4 KB pages and with 2 MB pages (MADV_HUGEPAGE), the
+cost the op's outputs pay before any arithmetic. Writes benchmarks/results/causal_product.{md,png}.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
+import platform
+import statistics
 import sys
 import time
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from lintf.ops import LinearAttentionState, causal_linear_attention, compiled_op_available
+from lintf.ops import LinearAttentionState, _ext, causal_linear_attention, compiled_op_available
 from lintf.ops.fallback import causal_linear_attention_pytorch
 
 from benchmarks.measure import peak_extra_mb, run_isolated
@@ -38,6 +44,17 @@ HEADS, DIM = 8, 64
 SDPA_MAX_N = 16384  # its O(N^2) fwd+bwd takes ~a minute per call beyond this on one core
 RESULTS = Path(__file__).parent / "results"
 Fn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def cpu_model() -> str:
+    """The CPU's model name as the OS reports it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def fast_transformers_attention() -> Fn | None:
@@ -62,6 +79,20 @@ def op_with_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Te
     return out
 
 
+def op_on_path(path: str) -> Fn:
+    """The compiled op with LINTF_CPU_PATH=path (the op reads it on every call)."""
+
+    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        before = os.environ.get("LINTF_CPU_PATH")
+        os.environ["LINTF_CPU_PATH"] = path
+        try:
+            return causal_linear_attention(q, k, v)
+        finally:
+            os.environ.pop("LINTF_CPU_PATH") if before is None else os.environ.update(LINTF_CPU_PATH=before)
+
+    return attention
+
+
 def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
@@ -69,9 +100,9 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 def implementations() -> dict[str, Fn]:
     if not compiled_op_available("cpu"):
         sys.exit("the compiled op is not available; see the warning above")
-    impls: dict[str, Fn] = {"lintf op": causal_linear_attention, "lintf op, state": op_with_state,
-                            "lintf pytorch": causal_linear_attention_pytorch}
-    impls["sdpa"] = sdpa
+    impls: dict[str, Fn] = {"lintf op": causal_linear_attention, "lintf op, state": op_with_state}
+    impls.update({f"lintf op [{path}]": op_on_path(path) for path in _ext.cpu_vector_paths()[1:]})
+    impls.update({"lintf pytorch": causal_linear_attention_pytorch, "sdpa": sdpa})
     reference = fast_transformers_attention()
     if reference is not None:
         impls["fast-transformers"] = reference
@@ -93,27 +124,39 @@ def run_once(fn: Fn, tensors: list[torch.Tensor], backward: bool) -> None:
     del out, grads
 
 
-def seconds(fn: Fn, tensors: list[torch.Tensor], backward: bool, budget_s: float = 2.0) -> float:
-    """Best wall time of 1 to 20 calls (about budget_s) after a warm-up call.
-
-    The minimum, not the median: on a shared machine other processes only ever add time.
-    """
+def seconds(fn: Callable[[], object], repeats: int = 7) -> float:
+    """Median wall time of `repeats` calls (3 when one takes over half a second) after a warm-up call."""
     start = time.perf_counter()
-    run_once(fn, tensors, backward)
+    fn()
     times = []
-    for _ in range(max(1, min(20, int(budget_s / max(time.perf_counter() - start, 1e-4))))):
+    for _ in range(repeats if time.perf_counter() - start < 0.5 else 3):
         start = time.perf_counter()
-        run_once(fn, tensors, backward)
+        fn()
         times.append(time.perf_counter() - start)
-    return min(times)
+    return statistics.median(times)
 
 
-def matmul_peak_gflops(size: int = 2048) -> float:
-    """Single-thread fp32 matmul throughput: the machine's practical peak."""
-    torch.set_num_threads(1)
+def matmul_gflops(threads: int, size: int = 2048) -> float:
+    """fp32 matmul throughput with `threads` threads (median of 7): the machine's practical peak."""
+    torch.set_num_threads(threads)
     a, b = torch.randn(size, size), torch.randn(size, size)
-    elapsed = min(seconds(lambda x, y, _: x @ y, [a, b, a], False, 0.5) for _ in range(3))
-    return 2 * size**3 / elapsed / 1e9
+    return 2 * size**3 / seconds(lambda: a @ b) / 1e9
+
+
+def first_touch_ms(threads: int, huge_pages: bool, n: int = 16384) -> float:
+    """Median ms to allocate and fill a fresh (1, H, n, M) fp32 tensor, with 4 KB or 2 MB pages."""
+    torch.set_num_threads(threads)
+    libc = ctypes.CDLL(None)
+
+    def fill() -> None:
+        t = torch.empty(1, HEADS, n, DIM)
+        if huge_pages:
+            begin, end = t.data_ptr(), t.data_ptr() + t.nbytes
+            first, last = -(-begin // (1 << 21)) * (1 << 21), end // (1 << 21) * (1 << 21)
+            libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(max(0, last - first)), 14)  # MADV_HUGEPAGE
+        t.fill_(1.0)
+
+    return 1e3 * seconds(fill)
 
 
 def measure_memory(impls: dict[str, Fn], lengths: list[int]) -> dict[str, float]:
@@ -132,16 +175,15 @@ def measure_memory(impls: dict[str, Fn], lengths: list[int]) -> dict[str, float]
 
 
 def memory_in_child(lengths: list[int]) -> dict[str, float]:
-    """measure_memory in a fresh process whose glibc hands big blocks straight back to the OS, so
-    resident memory follows live tensors (timings stay in this process, with default malloc)."""
     result = run_isolated("benchmarks.causal_product", "--memory-only", "--lengths", *map(str, lengths), timeout=None)
     if "error" in result:
         raise RuntimeError(f"memory measurement of the causal product failed: {result['error']}")
     return result
 
 
-def measure(impls: dict[str, Fn], lengths: list[int], threads: list[int], memory: dict[str, float]) -> list[dict]:
-    """One row per (threads, N, implementation) with times, GFLOP/s and memory."""
+def measure(impls: dict[str, Fn], lengths: list[int], threads: list[int], memory: dict[str, float],
+            peaks: dict[int, float]) -> list[dict]:
+    """One row per (threads, N, implementation) with times, GFLOP/s, % of the matmul peak and memory."""
     rows = []
     for n_threads in threads:
         torch.set_num_threads(n_threads)
@@ -151,69 +193,85 @@ def measure(impls: dict[str, Fn], lengths: list[int], threads: list[int], memory
                     continue
                 row = {"threads": n_threads, "N": n, "impl": name}
                 for mode, backward in (("fwd", False), ("fwd+bwd", True)):
-                    row[f"{mode} ms"] = 1e3 * seconds(fn, inputs(n, backward), backward)
+                    tensors = inputs(n, backward)
+                    row[f"{mode} ms"] = 1e3 * seconds(lambda: run_once(fn, tensors, backward))
                     row[f"{mode} MB"] = memory[f"{name}|{n}|{mode}"]
                 flops = 4 * n * DIM * DIM * HEADS
                 row["fwd GFLOP/s"] = flops / row["fwd ms"] / 1e6
                 row["fwd+bwd GFLOP/s"] = 3 * flops / row["fwd+bwd ms"] / 1e6
+                for mode in ("fwd", "fwd+bwd"):
+                    row[f"{mode} % peak"] = 100 * row[f"{mode} GFLOP/s"] / peaks[n_threads]
                 rows.append(row)
                 print(row, flush=True)
     return rows
 
 
-def table(rows: list[dict], n_threads: int, peak: float) -> str:
-    cols = ["N", "impl", "fwd ms", "fwd+bwd ms", "fwd GFLOP/s", "fwd+bwd GFLOP/s", "fwd MB", "fwd+bwd MB"]
-    lines = ["| " + " | ".join(cols + ["fwd % peak"]) + " |", "|" + "---|" * (len(cols) + 1)]
+def table(rows: list[dict], n_threads: int) -> str:
+    cols = ["N", "impl", "fwd ms", "fwd+bwd ms", "fwd GFLOP/s", "fwd+bwd GFLOP/s", "fwd % peak", "fwd+bwd % peak",
+            "fwd MB", "fwd+bwd MB"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in (r for r in rows if r["threads"] == n_threads):
-        cells = [f"{row[c]:.1f}" if isinstance(row.get(c), float) else str(row.get(c, "-")) for c in cols]
-        lines.append("| " + " | ".join(cells + [f"{100 * row['fwd GFLOP/s'] / peak:.0f}%"]) + " |")
+        lines.append("| " + " | ".join(f"{row[c]:.1f}" if isinstance(row[c], float) else str(row[c]) for c in cols) + " |")
     return "\n".join(lines)
 
 
-def ratios(rows: list[dict], n: int, peak: float) -> list[str]:
-    """The issue's targets at N=n, one thread, from this run."""
-    at = {r["impl"]: r for r in rows if r["threads"] == 1 and r["N"] == n}
-    ours = at["lintf op"]
-    lines = [f"forward: {ours['fwd GFLOP/s']:.1f} GFLOP/s = {100 * ours['fwd GFLOP/s'] / peak:.0f}% of the "
-             f"{peak:.1f} GFLOP/s matmul peak (target >= 25%)"]
-    checks = [("fast-transformers", "fwd ms", 2.5), ("fast-transformers", "fwd+bwd ms", 3.0),
-              ("sdpa", "fwd+bwd ms", 40.0), ("lintf pytorch", "fwd ms", None), ("lintf pytorch", "fwd+bwd ms", None)]
-    for other, key, target in checks:
-        if other in at:
-            goal = f" (target >= {target}x)" if target else ""
-            lines.append(f"{key[:-3]}: {at[other][key] / ours[key]:.1f}x faster than {other}{goal}")
-    if "lintf op, state" in at:
-        state = at["lintf op, state"]
-        lines.append(f"carrying a state (initial in, final out): fwd {state['fwd ms'] / ours['fwd ms']:.2f}x, "
-                     f"fwd+bwd {state['fwd+bwd ms'] / ours['fwd+bwd ms']:.2f}x the time without")
-    if "fast-transformers" in at and "fwd+bwd MB" in ours:
-        ref = at["fast-transformers"]
-        lines.append(f"peak extra memory fwd / fwd+bwd: {ours['fwd MB']:.0f} / {ours['fwd+bwd MB']:.0f} MB vs "
-                     f"fast-transformers {ref['fwd MB']:.0f} / {ref['fwd+bwd MB']:.0f} MB (target: no worse)")
+def scaling(rows: list[dict], n: int, threads: list[int], peaks: dict[int, float]) -> list[str]:
+    """Thread sweep at length n: times, speedup over one thread, and the op against fast-transformers."""
+    at = {(r["impl"], r["threads"]): r for r in rows if r["N"] == n}
+    head = ["impl"] + [f"{mode} ms ({t} thr)" for mode in ("fwd", "fwd+bwd") for t in threads]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for impl in dict.fromkeys(r["impl"] for r in rows if r["N"] == n):
+        cells = [impl]
+        for mode in ("fwd", "fwd+bwd"):
+            for t in threads:
+                ms, one = at[(impl, t)][f"{mode} ms"], at[(impl, threads[0])][f"{mode} ms"]
+                cells.append(f"{ms:.1f}" + ("" if t == threads[0] else f" ({one / ms:.2f}x)"))
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("| fp32 matmul GFLOP/s | " + " | ".join(
+        f"{peaks[t]:.1f}" + ("" if t == threads[0] else f" ({peaks[t] / peaks[threads[0]]:.2f}x)") for t in threads
+    ) + " | " + " | ".join("" for _ in threads) + " |")
+    lines.append("\nSpeedups in parentheses are over the same row's first column; every number comes from this run.")
+    if "fast-transformers" in {impl for impl, _ in at}:
+        for t in threads:
+            ours, ref = at[("lintf op", t)], at[("fast-transformers", t)]
+            lines.append(f"- {t} thread(s): lintf op is {ref['fwd ms'] / ours['fwd ms']:.2f}x faster than "
+                         f"fast-transformers forward, {ref['fwd+bwd ms'] / ours['fwd+bwd ms']:.2f}x forward+backward")
+        for impl in (i for i, t in at if t == threads[0] and i.startswith("lintf op [")):
+            ours, ref = at[(impl, threads[0])], at[("fast-transformers", threads[0])]
+            lines.append(f"- {threads[0]} thread(s): {impl} is {ref['fwd ms'] / ours['fwd ms']:.2f}x / "
+                         f"{ref['fwd+bwd ms'] / ours['fwd+bwd ms']:.2f}x faster than fast-transformers (fwd / fwd+bwd)")
+    one = at[("lintf op", threads[0])]
+    lines.append(f"- lintf op, {threads[0]} thread(s): forward {one['fwd % peak']:.0f}%, forward+backward "
+                 f"{one['fwd+bwd % peak']:.0f}% of the {peaks[threads[0]]:.1f} GFLOP/s fp32 matmul")
     return lines
 
 
-def plot(rows: list[dict], threads: list[int], path: Path) -> None:
+def plot(rows: list[dict], threads: list[int], n_ref: int, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys = ["fwd ms", "fwd+bwd ms", "fwd+bwd MB"]
     impls = list(dict.fromkeys(r["impl"] for r in rows))
-    fig, axes = plt.subplots(1, len(keys), figsize=(15, 4.5))
-    for ax, key in zip(axes, keys):
-        for n_threads in threads if key.endswith("ms") else threads[:1]:
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    for ax, key in zip(axes, ["fwd ms", "fwd+bwd ms"]):
+        for n_threads in threads:
             for color, impl in enumerate(impls):
-                pts = [(r["N"], r[key]) for r in rows if r["impl"] == impl and r["threads"] == n_threads and key in r]
-                if pts:
-                    style = "-o" if n_threads == threads[0] else "--x"
-                    ax.loglog(*zip(*pts), style, color=f"C{color}", label=f"{impl} ({n_threads} thr)")
-        ax.set_xlabel("sequence length N")
-        ax.set_ylabel(key)
-        ax.set_title(f"{key}, B=1 H={HEADS} C=M={DIM} fp32")
+                pts = [(r["N"], r[key]) for r in rows if r["impl"] == impl and r["threads"] == n_threads]
+                style = "-o" if n_threads == threads[0] else "--x"
+                ax.loglog(*zip(*pts), style, color=f"C{color}", label=f"{impl} ({n_threads} thr)")
+        ax.set(xlabel="sequence length N", ylabel=key, title=f"{key}, B=1 H={HEADS} C=M={DIM} fp32")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=7)
+    axes[0].legend(fontsize=6)
+    for color, impl in enumerate(impls):
+        for style, key in (("-o", "fwd ms"), ("--x", "fwd+bwd ms")):
+            pts = {r["threads"]: r[key] for r in rows if r["impl"] == impl and r["N"] == n_ref}
+            if impl.startswith("lintf op") or impl == "fast-transformers":
+                axes[2].plot(threads, [pts[threads[0]] / pts[t] for t in threads], style, color=f"C{color}",
+                             label=f"{impl} {key[:-3]}")
+    axes[2].set(xlabel="threads", ylabel="speedup over 1 thread", title=f"thread scaling at N={n_ref}")
+    axes[2].grid(True, alpha=0.3)
+    axes[2].legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -221,7 +279,7 @@ def plot(rows: list[dict], threads: list[int], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384, 65536])
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--threads", type=int, nargs="+", default=sorted({1, 2, os.cpu_count() or 1}))
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -232,20 +290,32 @@ def main() -> None:
         return
     memory = memory_in_child(args.lengths)
     load_before = os.getloadavg()[0]
-    peak = matmul_peak_gflops()
-    rows = measure(impls, args.lengths, args.threads, memory)
+    peaks = {t: matmul_gflops(t) for t in args.threads}
+    touch = {(t, huge): first_touch_ms(t, huge) for t in args.threads for huge in (False, True)}
+    rows = measure(impls, args.lengths, args.threads, memory, peaks)
+    load_after = os.getloadavg()[0]
     n_ref = 16384 if 16384 in args.lengths else args.lengths[-1]
-    text = [f"# Causal product benchmark\n\n`python -m benchmarks.causal_product` ({torch.__version__}, "
-            f"{os.cpu_count()} cores). Single-thread fp32 matmul peak: {peak:.1f} GFLOP/s.\n"
-            "Memory: peak extra resident MB of one call over its inputs (outputs and gradients included).\n"
-            f"Load average (1 min) before / after the timings: {load_before:.1f} / {os.getloadavg()[0]:.1f}; "
-            "multi-thread rows only show scaling when the machine is otherwise idle.\n"]
+    ft = f"pytorch-fast-transformers {metadata.version('pytorch-fast-transformers')}" if "fast-transformers" in impls \
+        else "fast-transformers not installed (its setup.py needs a CUDA toolkit on PATH or a patched build)"
+    text = [
+        "# Causal product benchmark\n\n",
+        f"`python -m benchmarks.causal_product` (torch {torch.__version__}, {ft}).\n\n",
+        f"- CPU: {cpu_model()}, {os.cpu_count()} logical cores\n",
+        f"- vector path of the op: {_ext.cpu_vector_path()} (this CPU runs: {', '.join(_ext.cpu_vector_paths())})\n",
+        f"- load average (1 min) before / after the timings: {load_before:.2f} / {load_after:.2f}\n",
+        "- fp32 matmul (2048^2): " + ", ".join(f"{peaks[t]:.1f} GFLOP/s on {t} thread(s)" for t in args.threads) + "\n",
+        "- first touch of a fresh 32 MB output (allocate + fill): " + ", ".join(
+            f"{touch[(t, False)]:.1f} ms with 4 KB pages / {touch[(t, True)]:.1f} ms with 2 MB pages on {t} thread(s)"
+            for t in args.threads) + "\n\n",
+        "Times are medians; % peak is against the matmul with the same number of threads. Memory: peak extra "
+        "resident MB of one call over its inputs.\n",
+        f"\n## Thread scaling at N={n_ref}\n\n" + "\n".join(scaling(rows, n_ref, args.threads, peaks)) + "\n",
+    ]
     for n_threads in args.threads:
-        text.append(f"\n## {n_threads} thread(s)\n\n{table(rows, n_threads, peak)}\n")
-    text.append(f"\n## Targets at N={n_ref}, 1 thread\n\n" + "\n".join(f"- {line}" for line in ratios(rows, n_ref, peak)))
+        text.append(f"\n## {n_threads} thread(s)\n\n{table(rows, n_threads)}\n")
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "causal_product.md").write_text("".join(text) + "\n")
-    plot(rows, args.threads, args.out / "causal_product.png")
+    (args.out / "causal_product.md").write_text("".join(text))
+    plot(rows, args.threads, n_ref, args.out / "causal_product.png")
     print("".join(text))
 
 

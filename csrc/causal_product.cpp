@@ -1,21 +1,43 @@
-// CPU entry points of the lintf causal product (the sweeps are in causal_product_sweeps.h) and the
-// TORCH_LIBRARY registration of its schema.
+// CPU entry points of the lintf causal product and the TORCH_LIBRARY registration of its schema.
+// The work runs on the vector path selected at run time (causal_product_cpu_path.cpp), scheduled
+// on torch's threads by causal_product_cpu_parallel.h.
 #include "causal_product.h"
-#include "causal_product_sweeps.h"
+#include "causal_product_cpu_parallel.h"
 
 #include <ATen/Dispatch.h>
 
+#include <cstdint>
 #include <type_traits>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace lintf {
 namespace {
 
+using cpu::Args;
 using cpu::Dims;
-using sweep::Args;
 
 template <typename T>
-Dims dims_of(const at::Tensor& q, const at::Tensor& v) {
-  return Dims(q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), tile::kColBlock<T>);
+Dims dims_of(const cpu::VectorPath& path, const at::Tensor& q, const at::Tensor& v) {
+  return Dims(q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), path.col_block<T>());
+}
+
+// A new output tensor. One of many MB is fresh mmap'd memory whose first write faults once per
+// 4 KB page, which in a VM costs about 2 us a page (19 ms for a 32 MB output: more than the
+// kernel's own work on it), and more when threads fault at the same time. Transparent huge pages
+// on its 2 MB-aligned interior cut that to about 3 ms (benchmarks/results/causal_product.md).
+// Advice only: a no-op where THP is off or the memory is already resident, harmless if refused.
+at::Tensor output(at::IntArrayRef sizes, const at::TensorOptions& options) {
+  auto t = at::empty(sizes, options);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr std::uintptr_t kHuge = std::uintptr_t(1) << 21;
+  const auto begin = reinterpret_cast<std::uintptr_t>(t.data_ptr());
+  const std::uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1), last = (begin + t.nbytes()) & ~(kHuge - 1);
+  if (begin != 0 && last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#endif
+  return t;
 }
 
 // A contiguous view of an optional state tensor, or an undefined tensor.
@@ -72,9 +94,10 @@ ForwardResult causal_product_cpu(const at::Tensor& q, const at::Tensor& k, const
                                  const std::optional<at::Tensor>& normaliser) {
   check_inputs(q, k, v);
   check_state(kv, normaliser, q, v, "initial state");
+  const cpu::VectorPath& path = cpu::selected_path();
   const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   const auto kv0 = contiguous_or_undefined(kv), z0 = contiguous_or_undefined(normaliser);
-  auto out = at::empty(vc.sizes(), vc.options());
+  auto out = output(vc.sizes(), vc.options());
   const auto acc_options = vc.options().dtype(accumulation_type(vc.scalar_type()));
   auto den = normalize ? at::empty({q.size(0), q.size(1), q.size(2)}, acc_options) : at::empty({0}, acc_options);
   auto kv_final = at::empty({q.size(0), q.size(1), q.size(3), v.size(3)}, acc_options);
@@ -92,7 +115,7 @@ ForwardResult causal_product_cpu(const at::Tensor& q, const at::Tensor& k, const
     a.normalize = normalize;
     a.kv0 = data_or_null<T>(kv0), a.z0 = data_or_null<T>(z0);
     a.state_kv = kv_final.data_ptr<T>(), a.state_z = z_final.data_ptr<T>();
-    sweep::run_forward(dims_of<T>(qc, vc), a);
+    schedule::run_forward(path, dims_of<T>(path, qc, vc), a);
   });
   return {out, den, kv_final, z_final};
 }
@@ -106,6 +129,7 @@ BackwardResult causal_product_backward_cpu(const at::Tensor& grad_out, const at:
   check_inputs(q, k, v);
   check_state(kv, normaliser, q, v, "initial state");
   check_state(grad_kv, grad_normaliser, q, v, "final-state gradient");
+  const cpu::VectorPath& path = cpu::selected_path();
   TORCH_CHECK(grad_out.sizes() == v.sizes() && out.sizes() == v.sizes(),
               "lintf::causal_product_backward: grad_out and out must have v's shape ", v.sizes());
   const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
@@ -114,7 +138,8 @@ BackwardResult causal_product_backward_cpu(const at::Tensor& grad_out, const at:
   const auto dc = normalize ? denominator.to(acc).contiguous() : denominator;
   const auto kv0 = contiguous_or_undefined(kv), z0 = contiguous_or_undefined(normaliser);
   const auto gkv = contiguous_or_undefined(grad_kv), gz = contiguous_or_undefined(grad_normaliser);
-  auto dq = at::empty_like(qc), dk = at::empty_like(kc), dv = at::empty_like(vc);
+  auto dq = output(qc.sizes(), qc.options()), dk = output(kc.sizes(), kc.options()),
+       dv = output(vc.sizes(), vc.options());
   auto dkv0 = at::empty({q.size(0), q.size(1), q.size(3), v.size(3)}, vc.options().dtype(acc));
   auto dz0 = at::empty({q.size(0), q.size(1), q.size(3)}, vc.options().dtype(acc));
   if (q.numel() == 0 || v.numel() == 0) {
@@ -132,7 +157,7 @@ BackwardResult causal_product_backward_cpu(const at::Tensor& grad_out, const at:
     a.kv0 = data_or_null<T>(kv0), a.z0 = data_or_null<T>(z0);
     a.grad_kv = data_or_null<T>(gkv), a.grad_z = data_or_null<T>(gz);
     a.state_kv = dkv0.data_ptr<T>(), a.state_z = dz0.data_ptr<T>();
-    sweep::run_backward(dims_of<T>(qc, vc), a);
+    schedule::run_backward(path, dims_of<T>(path, qc, vc), a);
   });
   return {dq, dk, dv, dkv0, dz0};
 }

@@ -1,7 +1,7 @@
-// Chunk-level pieces of the CPU causal product: problem dimensions, per-thread workspace,
-// packing of input rows into padded fp32/fp64 tiles (and their transposes), the causal mask,
-// the running-state updates and the copies of a state between its padded running form and the
-// (C x M, C) tensors the op takes and returns.
+// Chunk-level pieces of the CPU causal product: per-call workspace, packing of input rows into
+// padded fp32/fp64 tiles (and their transposes), the causal mask and the running-state updates.
+// Compiled once per vector path, inside its target region (see causal_product_cpu_plan.h);
+// internal linkage throughout.
 //
 // A chunk is kChunk consecutive positions of one (batch, head). Its rows are used in place when
 // they already form a tile (fp32/fp64, full chunk, feature width a multiple of the register
@@ -9,53 +9,35 @@
 // tile::gemm and padded rows/columns contribute exact zeros.
 #pragma once
 
+#include "causal_product_cpu_plan.h"
 #include "causal_product_tile.h"
 
-#include <ATen/Parallel.h>
-
-#include <algorithm>
-#include <cstdint>
-#include <cstring>
-#include <type_traits>
-#include <vector>
-
 namespace lintf::cpu {
+namespace {
 
-constexpr int64_t kChunk = 32;
+using tile::kWidth;
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// Sizes of one call: heads are split into `segments` runs of `segment_chunks` chunks when there
-// are fewer (batch * head) rows than threads, so the threads also share the sequence.
-struct Dims {
-  int64_t heads, n, c, m, cp, mp, chunks, segments, segment_chunks;
-
-  Dims(int64_t heads_, int64_t n_, int64_t c_, int64_t m_, int64_t col_block)
-      : heads(heads_), n(n_), c(c_), m(m_) {
-    cp = ceil_div(c, col_block) * col_block;
-    mp = ceil_div(m, col_block) * col_block;
-    chunks = ceil_div(n, kChunk);
-    const int64_t threads = at::get_num_threads();
-    // at least 4 chunks per segment: shorter ones cost more in the extra state pass than they save
-    const int64_t wanted = heads >= threads ? 1 : ceil_div(threads, heads);
-    segments = std::max<int64_t>(1, std::min(wanted, chunks / 4));
-    segment_chunks = ceil_div(chunks, segments);
-    segments = ceil_div(chunks, segment_chunks);
-  }
-
-  int64_t state_size() const { return cp * mp + cp; }  // S (C x M) then z (C)
-};
-
-// Per-thread scratch: packed tiles of one chunk plus the running state. Size is independent of N.
+// Scratch tiles of one sweep, 64-byte aligned; the size is independent of N.
 template <typename T>
 struct Workspace {
-  std::vector<T> q, qt, k, kt, v, vt, g, gt, gz, square, rows, cols, den, state;
+  T *q, *qt, *k, *kt, *v, *vt, *g, *gt, *o, *gz, *square, *rows, *cols, *den;
 
-  explicit Workspace(const Dims& d)
-      : q(kChunk * d.cp), qt(d.cp * kChunk), k(kChunk * d.cp), kt(d.cp * kChunk), v(kChunk * d.mp),
-        vt(d.mp * kChunk), g(kChunk * d.mp), gt(d.mp * kChunk), gz(kChunk), square(kChunk * kChunk),
-        rows(kChunk * std::max(d.cp, d.mp)), cols(std::max(d.cp, d.mp) * kChunk), den(kChunk),
-        state(d.state_size()) {}
+  explicit Workspace(const Dims& d) : buffer_(size(d)) {
+    const int64_t wide = std::max(d.cp, d.mp);
+    const std::pair<T**, int64_t> slots[] = {{&q, d.cp},   {&qt, d.cp},  {&k, d.cp},  {&kt, d.cp},
+                                             {&v, d.mp},   {&vt, d.mp},  {&g, d.mp},  {&gt, d.mp},
+                                             {&o, d.mp},   {&gz, 1},     {&square, kChunk},
+                                             {&rows, wide}, {&cols, wide}, {&den, 1}};
+    T* next = buffer_.data();
+    for (const auto& [slot, width] : slots) {
+      *slot = next;
+      next += kChunk * width;  // kChunk elements of fp32 or fp64 are a multiple of 64 bytes
+    }
+  }
+
+ private:
+  static int64_t size(const Dims& d) { return kChunk * (5 * d.cp + 5 * d.mp + 2 + kChunk + 2 * std::max(d.cp, d.mp)); }
+  AlignedBuffer<T> buffer_;
 };
 
 #if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
@@ -88,11 +70,13 @@ inline void transpose8x8(const float* src, int64_t lds, float* dst, int64_t ldd)
 template <typename T>
 void transpose(const T* src, int64_t ld, T* dst) {
 #ifdef LINTF_HAS_SHUFFLEVECTOR
-  if constexpr (std::is_same_v<T, float>) {  // ld and kChunk are multiples of 8 for float
-    for (int64_t c0 = 0; c0 < ld; c0 += 8) {
-      for (int64_t r0 = 0; r0 < kChunk; r0 += 8) transpose8x8(src + r0 * ld + c0, ld, dst + c0 * kChunk + r0, kChunk);
+  if constexpr (std::is_same_v<T, float>) {
+    if (ld % 8 == 0) {
+      for (int64_t c0 = 0; c0 < ld; c0 += 8) {
+        for (int64_t r0 = 0; r0 < kChunk; r0 += 8) transpose8x8(src + r0 * ld + c0, ld, dst + c0 * kChunk + r0, kChunk);
+      }
+      return;
     }
-    return;
   }
 #endif
   for (int64_t r = 0; r < kChunk; ++r) {
@@ -102,7 +86,8 @@ void transpose(const T* src, int64_t ld, T* dst) {
 
 // A chunk's `rows` rows of a contiguous (rows x cols) slice as a kChunk x ld tile: the input
 // itself when it already has that layout (accumulation dtype, full chunk, no padding), else a
-// zero-padded copy in buf. When dst_t is given, the tile's transpose (ld x kChunk) goes there.
+// zero-padded copy in buf. When dst_t is given, the tile's transpose
+// (ld x kChunk) goes there.
 template <typename scalar_t, typename T>
 const T* pack(const scalar_t* src, int64_t rows, int64_t cols, int64_t ld, T* buf, T* dst_t) {
   const T* tile = buf;
@@ -132,58 +117,75 @@ inline void prefetch(const P* base, int64_t count) {
   }
 }
 
-// Packs the output gradient as the sweeps consume it (its transpose into gt when given). With the normaliser,
-// out_i = a_i / d_i gives dL/da_i = g_i / d_i and dL/dd_i = -(g_i . out_i) / d_i; the latter (gz)
-// is the gradient of the implicit all-ones value column that produced d_i.
+// Packs the output gradient as the sweeps consume it and returns that tile (w.g, or the input
+// itself when it already is one and there is no normaliser); its transpose goes to w.gt when asked.
+// With the normaliser, out_i = a_i / d_i gives dL/da_i = g_i / d_i and
+// dL/dd_i = -(g_i / d_i) . out_i; the latter (w.gz) is the gradient of the implicit all-ones value
+// column that produced d_i.
 template <typename scalar_t, typename T>
-void pack_grad(const scalar_t* grad, const scalar_t* out, const T* den, int64_t rows, int64_t m, int64_t ld,
-               T* g, T* gt, T* gz) {
-  const T* packed = pack(grad, rows, m, ld, g, static_cast<T*>(nullptr));
-  if (packed != g) std::copy(packed, packed + kChunk * ld, g);  // g gets scaled in place below
-  std::fill(gz, gz + kChunk, T(0));
-  if (den != nullptr) {
+const T* pack_grad(const scalar_t* grad, const scalar_t* out, const T* den, int64_t rows, int64_t m, int64_t ld,
+                   Workspace<T>& w, bool transposed) {
+  std::fill(w.gz, w.gz + kChunk, T(0));
+  const T* g = w.g;
+  if (den == nullptr) {
+    g = pack(grad, rows, m, ld, w.g, static_cast<T*>(nullptr));
+  } else {
+    const T* o = pack(out, rows, m, ld, w.o, static_cast<T*>(nullptr));
     for (int64_t r = 0; r < rows; ++r) {
       const T inv = T(1) / den[r];
-      T dot = 0;
-      for (int64_t c = 0; c < m; ++c) dot += g[r * ld + c] * static_cast<T>(out[r * m + c]);
-      for (int64_t c = 0; c < m; ++c) g[r * ld + c] *= inv;
-      gz[r] = -dot * inv;
+      T* row = w.g + r * ld;
+      for (int64_t c = 0; c < m; ++c) row[c] = static_cast<T>(grad[r * m + c]) * inv;
+      std::fill(row + m, row + ld, T(0));
+      w.gz[r] = -tile::dot<T>(row, o + r * ld, ld);
     }
+    std::fill(w.g + rows * ld, w.g + kChunk * ld, T(0));
   }
-  if (gt != nullptr) transpose(g, ld, gt);
+  if (transposed) transpose(g, ld, w.gt);
+  return g;
 }
 
 // Applies the causal mask to a kChunk x kChunk tile: keeps j <= i (lower) or j >= i (upper),
-// zeroes the rest (including blocks a triangular gemm skipped), adds the optional per-row /
-// per-column bias to kept entries and accumulates kept row sums into row_sums.
+// zeroes the rest (including blocks a triangular gemm skipped, whatever they hold), adds the
+// optional per-row / per-column bias to kept entries and writes the kept row sums to row_sums.
 template <typename T>
 void mask(T* tile, bool lower, const T* row_bias, const T* col_bias, T* row_sums) {
+  using Lane = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;  // lane indices as wide as T
+  typedef Lane Lanes __attribute__((vector_size(tile::kVectorBytes)));
+  Lanes first{};
+  for (int64_t l = 0; l < kWidth<T>; ++l) first[l] = static_cast<Lane>(l);
   for (int64_t i = 0; i < kChunk; ++i) {
-    T sum = 0;
-    for (int64_t j = 0; j < kChunk; ++j) {
-      T& x = tile[i * kChunk + j];
-      if (lower ? j > i : j < i) {
-        x = 0;
-        continue;
-      }
-      if (row_bias != nullptr) x += row_bias[i];
-      if (col_bias != nullptr) x += col_bias[j];
+    T* row = tile + i * kChunk;
+    const Lanes diagonal = Lanes{} + static_cast<Lane>(i);
+    const T bias = row_bias == nullptr ? T(0) : row_bias[i];
+    tile::Vec<T> sum{};
+    for (int64_t j0 = 0; j0 < kChunk; j0 += kWidth<T>) {
+      const Lanes j = first + static_cast<Lane>(j0);
+      const Lanes keep = lower ? j <= diagonal : j >= diagonal;
+      tile::Vec<T> x = tile::load<T>(row + j0) + bias;
+      if (col_bias != nullptr) x += tile::load<T>(col_bias + j0);
+      x = keep ? x : tile::Vec<T>{};
+      tile::store<T>(row + j0, x);
       sum += x;
     }
-    if (row_sums != nullptr) row_sums[i] = sum;
+    if (row_sums != nullptr) row_sums[i] = tile::horizontal_sum<T>(sum);
   }
 }
 
-// state[:C*M] += X^T Y and state[C*M:] += X^T w (w = ones when null), X^T given packed (cp x kChunk).
+// z[c] += sum_r w[r] x[r][c] (w = ones when null) for a kChunk x ld tile x.
 template <typename T>
-void add_to_state(const Dims& d, const T* xt, const T* y, const T* w, T* state) {
-  tile::gemm<T>(d.cp, d.mp, kChunk, xt, kChunk, y, d.mp, state, d.mp, true);
-  T* z = state + d.cp * d.mp;
-  for (int64_t c = 0; c < d.cp; ++c) {
-    T sum = 0;
-    for (int64_t r = 0; r < kChunk; ++r) sum += xt[c * kChunk + r] * (w == nullptr ? T(1) : w[r]);
-    z[c] += sum;
+void add_column_sums(const T* x, int64_t ld, const T* w, T* z) {
+  for (int64_t c0 = 0; c0 < ld; c0 += kWidth<T>) {
+    auto acc = tile::load<T>(z + c0);
+    for (int64_t r = 0; r < kChunk; ++r) acc += (w == nullptr ? T(1) : w[r]) * tile::load<T>(x + r * ld + c0);
+    tile::store<T>(z + c0, acc);
   }
+}
+
+// state[:C*M] += X^T Y and state[C*M:] += X^T w (w = ones when null), X given with its transpose xt.
+template <typename T>
+void add_to_state(const Dims& d, const T* x, const T* xt, const T* y, const T* w, T* state) {
+  tile::gemm<T>(d.cp, d.mp, kChunk, xt, kChunk, y, d.mp, state, d.mp, true);
+  add_column_sums(x, d.cp, w, state + d.cp * d.mp);
 }
 
 // The same key state stored value-major: state[:M*C] += V^T K (M x C), state[M*C:] += K^T 1,
@@ -191,30 +193,8 @@ void add_to_state(const Dims& d, const T* xt, const T* y, const T* w, T* state) 
 template <typename T>
 void add_to_value_major_state(const Dims& d, const T* vt, const T* k, T* state) {
   tile::gemm<T>(d.mp, d.cp, kChunk, vt, kChunk, k, d.cp, state, d.cp, true);
-  T* z = state + d.cp * d.mp;
-  for (int64_t r = 0; r < kChunk; ++r) {
-    for (int64_t c = 0; c < d.cp; ++c) z[c] += k[r * d.cp + c];
-  }
+  add_column_sums(k, d.cp, static_cast<const T*>(nullptr), state + d.cp * d.mp);
 }
 
-// Fills a padded running state from one head's kv (C x M) and z (C), zeros for a null part:
-// state[:cp*mp] holds kv (cp x mp), or its transpose (mp x cp) when value_major, state[cp*mp:] z.
-template <typename T>
-void load_state(const Dims& d, const T* kv, const T* z, bool value_major, T* state) {
-  std::fill(state, state + d.state_size(), T(0));
-  if (kv != nullptr) {
-    for (int64_t c = 0; c < d.c; ++c) {
-      for (int64_t m = 0; m < d.m; ++m) state[value_major ? m * d.cp + c : c * d.mp + m] = kv[c * d.m + m];
-    }
-  }
-  if (z != nullptr) std::copy(z, z + d.c, state + d.cp * d.mp);
-}
-
-// Writes the unpadded part of a running state (not value-major) to one head's kv (C x M) and z (C).
-template <typename T>
-void store_state(const Dims& d, const T* state, T* kv, T* z) {
-  for (int64_t c = 0; c < d.c; ++c) std::copy(state + c * d.mp, state + c * d.mp + d.m, kv + c * d.m);
-  std::copy(state + d.cp * d.mp, state + d.cp * d.mp + d.c, z);
-}
-
+}  // namespace
 }  // namespace lintf::cpu

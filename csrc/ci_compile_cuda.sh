@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# CI check for the CUDA kernel on machines without a GPU: compile csrc/causal_product.cu to an
-# object file with nvcc against the installed torch's headers (and the C++ source as well, so both
-# halves of the op are checked with the flags a real CUDA build uses). No linking, nothing run.
+# CI check for the CUDA kernels on machines without a GPU: compile csrc/causal_product.cu (which
+# includes the chunked tensor-core kernels, causal_product_cuda_*.cuh, the scan kernel and the ATen
+# fallback) to object files for each target architecture with nvcc against the installed torch's
+# headers, and the C++ sources of the CPU half as the op's build lists them (lintf.ops._ext.sources),
+# so both halves of the op are checked with the flags a real CUDA build uses. No linking, nothing run;
+# ptxas reports register spills. The kernels themselves run on the CPU in tests/ops/test_cuda_emulated.py.
 #   usage: csrc/ci_compile_cuda.sh [output_dir]      (needs nvcc on PATH or NVCC=/path/to/nvcc)
+#   LINTF_CUDA_ARCHS="80 90" (default) picks the compute capabilities (sm_80: A100, sm_90: H100).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="${1:-$(mktemp -d)}"
 mkdir -p "$out"
 nvcc="${NVCC:-nvcc}"
-arch="${LINTF_CUDA_ARCH:-sm_80}"
+read -r -a archs <<< "${LINTF_CUDA_ARCHS:-80 90}"
 mapfile -t includes < <(python -c "from torch.utils.cpp_extension import include_paths; print('\n'.join(include_paths()))")
+mapfile -t cpu_sources < <(python -c "from lintf.ops._ext import sources; print('\n'.join(map(str, sources(False))))" \
+  2>/dev/null || echo "$here/causal_product.cpp")
 abi="$(python -c "import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))")"
 flags=(-std=c++17 -O3 -DNDEBUG "-D_GLIBCXX_USE_CXX11_ABI=${abi}" -Xcompiler -fPIC -Xcompiler -Wall)
 for dir in "${includes[@]}"; do flags+=(-isystem "$dir"); done
@@ -19,10 +25,14 @@ if [[ ! -f "${includes[0]}/c10/cuda/impl/cuda_cmake_macros.h" ]]; then
   printf '#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n' > "$out/shim/c10/cuda/impl/cuda_cmake_macros.h"
   flags+=(-isystem "$out/shim")
 fi
+gencode=()
+for arch in "${archs[@]}"; do gencode+=(-gencode "arch=compute_${arch},code=sm_${arch}"); done
 set -x
-"$nvcc" "${flags[@]}" -arch="$arch" --expt-relaxed-constexpr -D__CUDA_NO_HALF_OPERATORS__ \
+"$nvcc" "${flags[@]}" "${gencode[@]}" -Xptxas=-warn-spills --expt-relaxed-constexpr -D__CUDA_NO_HALF_OPERATORS__ \
   -D__CUDA_NO_HALF_CONVERSIONS__ -D__CUDA_NO_BFLOAT16_CONVERSIONS__ -D__CUDA_NO_HALF2_OPERATORS__ \
   -c "$here/causal_product.cu" -o "$out/causal_product_cuda.o"
-"$nvcc" "${flags[@]}" -x c++ -c "$here/causal_product.cpp" -o "$out/causal_product_cpu.o"
+for source in "${cpu_sources[@]}"; do
+  "$nvcc" "${flags[@]}" -x c++ -c "$source" -o "$out/$(basename "${source%.*}")_cpu.o"
+done
 set +x
-echo "ok: $out/causal_product_cuda.o $out/causal_product_cpu.o"
+echo "ok: $out/causal_product_cuda.o (${archs[*]/#/sm_}) and ${#cpu_sources[@]} CPU object(s)"

@@ -17,8 +17,15 @@ would kill the process (SIGBUS). A JIT library that fails the check is deleted a
 AOT build that fails it, was made for another torch or has an unreadable manifest is ignored
 with a warning naming the file (and the JIT path is used).
 
+The CPU kernel is compiled once per vector path (AVX-512, AVX2+FMA, and a portable one: SSE2 on
+x86-64, NEON on aarch64), each in its own translation unit with its own target, while the rest of
+the library keeps the compiler's baseline ISA: one build, JIT or AOT, runs on any CPU of its
+architecture, and every call takes the widest path the CPU reports (cpuid). ``LINTF_CPU_PATH=avx512|
+avx2|portable`` forces one (a ValueError if this CPU cannot run it); ``cpu_vector_path()`` says
+which path runs.
+
 Other environment variables: ``LINTF_EXTENSION=off`` always uses the pure-PyTorch path;
-``LINTF_CPU_ARCH`` sets ``-march`` (default ``native``: build where you run).
+``LINTF_CPU_ARCH`` adds ``-march=<value>`` to every translation unit (default: none, portable).
 
 Concurrency: builders serialise on a ``filelock.FileLock`` (released by the OS if a builder
 dies), so DDP ranks starting together build once and never write the same files at the same
@@ -51,6 +58,9 @@ LOCK_TIMEOUT_S = 1800.0
 BUILD_NOTICE = "lintf: building the C++ causal-product op (once per machine and torch version, ~20 s)..."
 _CSRC_CANDIDATES = (Path(__file__).parent / "csrc", Path(__file__).parents[2] / "csrc")
 DEFAULT_PREBUILT_DIR = Path(__file__).parent / "_prebuilt"
+# entry points and registration, run-time path choice, then one translation unit per vector path
+CPU_SOURCES = ("causal_product.cpp", "causal_product_cpu_path.cpp", "causal_product_cpu_portable.cpp",
+               "causal_product_cpu_avx2.cpp", "causal_product_cpu_avx512.cpp")
 
 
 class BuildLockError(RuntimeError):
@@ -67,12 +77,17 @@ def sources(with_cuda: bool) -> list[Path]:
     root = source_dir()
     if root is None:
         raise FileNotFoundError(f"lintf: csrc/causal_product.cpp not found in {[str(d) for d in _CSRC_CANDIDATES]}")
-    return [root / "causal_product.cpp"] + ([root / "causal_product.cu"] if with_cuda else [])
+    return [root / name for name in CPU_SOURCES] + ([root / "causal_product.cu"] if with_cuda else [])
 
 
 def cflags() -> list[str]:
-    """Host compiler flags: optimised, vectorised for LINTF_CPU_ARCH (default native), FMA allowed."""
-    return ["-O3", f"-march={os.environ.get('LINTF_CPU_ARCH', 'native')}", "-ffp-contract=fast"]
+    """Host compiler flags: optimised, FMA contraction allowed, no -march unless LINTF_CPU_ARCH asks.
+
+    The vector paths carry their own targets and are chosen at run time, so the default build runs
+    on any CPU of the build machine's architecture.
+    """
+    arch = os.environ.get("LINTF_CPU_ARCH")
+    return ["-O3", "-ffp-contract=fast"] + ([f"-march={arch}"] if arch else [])
 
 
 def cuda_wanted() -> bool:
@@ -254,6 +269,20 @@ def serves(device_type: str) -> bool:
             stacklevel=4,
         )
     return False
+
+
+def cpu_vector_path() -> str | None:
+    """The vector path CPU calls of the compiled op run now ("avx512", "avx2", "portable"), None without the op.
+
+    The widest the CPU supports unless ``LINTF_CPU_PATH`` forces one; read on every call, like the op does.
+    Raises ValueError when ``LINTF_CPU_PATH`` names a path this CPU cannot run.
+    """
+    return str(torch.ops.lintf.cpu_vector_path()) if load_extension() else None
+
+
+def cpu_vector_paths() -> list[str]:
+    """The vector paths this CPU can run, widest first; empty without the compiled op."""
+    return list(torch.ops.lintf.cpu_vector_paths()) if load_extension() else []
 
 
 def _load(library: Path | None) -> bool:

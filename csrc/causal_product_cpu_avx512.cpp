@@ -1,0 +1,35 @@
+// The AVX-512 vector path of the CPU causal product: causal_product_sweeps.h compiled for
+// AVX-512F (+AVX2, FMA) with 64-byte vectors and 8-row register blocks (16 of the 32 vector
+// registers hold the block). Selected at run time only on CPUs that report AVX-512F
+// (causal_product_cpu_path.cpp); the rest of the library stays baseline x86-64.
+#include "causal_product_cpu_plan.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#define LINTF_VECTOR_BYTES 64
+#define LINTF_ROW_BLOCK 8
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+#endif
+#include "causal_product_sweeps.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+namespace lintf::cpu {
+const VectorPath* avx512_path() {
+  static constexpr VectorPath path{"avx512", LINTF_VECTOR_BYTES, sweep::kSweeps<float, float>,
+                                   sweep::kSweeps<double, double>, sweep::kSweeps<c10::Half, float>,
+                                   sweep::kSweeps<c10::BFloat16, float>};
+  return &path;
+}
+}  // namespace lintf::cpu
+#else
+namespace lintf::cpu {
+const VectorPath* avx512_path() { return nullptr; }
+}  // namespace lintf::cpu
+#endif
