@@ -1,4 +1,7 @@
-"""The CUDA kernel against the CPU op (skipped without a GPU)."""
+"""The CUDA op, with its automatic choice of kernel, against the CPU op (skipped without a GPU).
+
+Each kernel on its own, and against the fp64 reference: test_cuda_kernels.py.
+"""
 
 from __future__ import annotations
 
@@ -45,7 +48,7 @@ def test_cuda_opcheck():
 @pytest.mark.parametrize("fn", [causal_linear_attention, causal_dot_product])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_cuda_state_matches_cpu(fn, dtype):
-    """Initial state in, final state out, and the gradients of both, on the scan kernel."""
+    """Initial state in, final state out, and the gradients of both (N = 37: the chunked kernel)."""
     b, h, n, c, m = 2, 3, 37, 8, 5
     acc = torch.float64 if dtype == torch.float64 else torch.float32
     cpu = [torch.rand(b, h, n, c, dtype=dtype), torch.rand(b, h, n, c, dtype=dtype),

@@ -1,0 +1,209 @@
+"""GPU benchmark of causal linear attention: lintf's CUDA kernels against softmax SDPA and the alternatives.
+
+    python -m benchmarks.causal_product_gpu [--lengths 1024 4096 16384 65536] [--dims 64 128]
+        [--dtypes bf16 fp32] [--repeats 10] [--no-crossover]
+
+B=1, H=16 (B*H = 16), C = M = dim, q and k elu+1 feature maps, v Gaussian. For every (dtype, dim, N),
+forward and forward+backward (autograd, gradients of q, k, v) of:
+  lintf chunked   lintf's CUDA op with LINTF_CUDA_KERNEL=chunked (tensor-core chunked kernel)
+  lintf scan      the same op with LINTF_CUDA_KERNEL=scan (the sequential scan kernel)
+  lintf pytorch   lintf's pure-PyTorch chunked path (lintf.ops.fallback) on the GPU
+  SDPA            scaled_dot_product_attention(is_causal=True), head dim = dim (flash for bf16; fp32 has
+                  no flash kernel, so the memory-efficient one; the O(N^2) math backend is excluded)
+  FLA chunk / FLA recurrent
+                  flash-linear-attention's chunk_linear_attn and fused_recurrent_linear_attn
+                  (normalize=True, scale=1; inputs transposed to its [B, T, H, K] layout inside the
+                  timed call), when `pip install flash-linear-attention` is importable
+Times are medians over --repeats runs, measured with CUDA events after warm-up; each cell also gives
+the ratio to lintf chunked on its row (> 1: slower than lintf chunked). A second table times both lintf
+kernels at short N, the measurement behind the op's automatic choice (the scan below 17 positions).
+Writes benchmarks/results/causal_product_gpu.{md,json}, headed by the command and the GPU's name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from lintf.ops import causal_linear_attention, compiled_op_available
+from lintf.ops.fallback import causal_linear_attention_pytorch
+
+HEADS = 16
+RESULTS = Path(__file__).parent / "results"
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+Fn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def lintf_kernel(kernel: str) -> Fn:
+    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        os.environ["LINTF_CUDA_KERNEL"] = kernel  # read by the op's host code on every call
+        return causal_linear_attention(q, k, v)
+
+    return attention
+
+
+def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
+    with sdpa_kernel(backends):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def fla_implementations() -> tuple[dict[str, Fn], str]:
+    """flash-linear-attention's chunk and fused-recurrent linear attention, or nothing (and why)."""
+    try:
+        import fla
+        from fla.ops.linear_attn import chunk_linear_attn, fused_recurrent_linear_attn
+    except Exception as error:  # noqa: BLE001 (any import failure means: not available here)
+        return {}, f"not available ({type(error).__name__}: {str(error)[:120]})"
+
+    def wrap(fn: Callable) -> Fn:
+        layout = {"head_first": False} if "head_first" in inspect.signature(fn).parameters else {}
+
+        def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            q, k, v = (t.transpose(1, 2).contiguous() for t in (q, k, v))  # FLA's [B, T, H, K] layout
+            return fn(q, k, v, scale=1.0, normalize=True, **layout)[0].transpose(1, 2)
+
+        return attention
+
+    return {"FLA chunk": wrap(chunk_linear_attn), "FLA recurrent": wrap(fused_recurrent_linear_attn)}, getattr(
+        fla, "__version__", "unknown version")
+
+
+def inputs(n: int, dim: int, dtype: torch.dtype) -> list[torch.Tensor]:
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    shape = (1, HEADS, n, dim)
+    q, k = (F.elu(torch.randn(shape, generator=gen, device="cuda")) + 1 for _ in range(2))
+    v, grad = (torch.randn(shape, generator=gen, device="cuda") for _ in range(2))
+    return [t.to(dtype).requires_grad_(i < 3) for i, t in enumerate((q, k, v, grad))]
+
+
+def time_ms(fn: Fn, tensors: list[torch.Tensor], backward: bool, repeats: int) -> float:
+    """Median milliseconds of one call (with backward), CUDA events around each."""
+    q, k, v, grad = tensors
+
+    def call() -> None:
+        with torch.set_grad_enabled(backward):
+            out = fn(q, k, v)
+            if backward:
+                torch.autograd.backward(out, grad)
+        q.grad = k.grad = v.grad = None
+
+    for _ in range(2):
+        call()
+    times = []
+    for i in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        call()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+        if i == 0 and times[0] > 1000:  # seconds per call: a few repeats say enough
+            repeats = min(repeats, 3)
+        if len(times) >= repeats:
+            break
+    return statistics.median(times)
+
+
+def measure(impls: dict[str, Fn], n: int, dim: int, dtype: torch.dtype, backward: bool, repeats: int) -> dict:
+    row = {}
+    for name, fn in impls.items():
+        torch.cuda.empty_cache()
+        try:
+            row[name] = time_ms(fn, inputs(n, dim, dtype), backward, repeats)
+        except torch.cuda.OutOfMemoryError:
+            row[name] = "OOM"
+        except Exception as error:  # noqa: BLE001 (a failing alternative is reported, not fatal)
+            row[name] = f"error: {type(error).__name__}"
+        print(f"  {name:14s} {'fwd+bwd' if backward else 'fwd':7s} N={n:6d} dim={dim:3d} {dtype}: {row[name]}",
+              flush=True)
+    return row
+
+
+def cell(value: float | str, base: float | str) -> str:
+    if isinstance(value, str):
+        return value
+    ratio = f" ({value / base:.2f}x)" if isinstance(base, float) else ""
+    return f"{value:.3f}{ratio}" if value < 1 else f"{value:.1f}{ratio}"
+
+
+def table(rows: list[dict], names: list[str], base: str) -> list[str]:
+    lines = ["| dtype | C=M | N | " + " | ".join(f"{n} ms" for n in names) + " |", "|---|---|---|" + "---:|" * len(names)]
+    for r in rows:
+        lines.append(f"| {r['dtype']} | {r['dim']} | {r['n']} | " + " | ".join(cell(r[n], r[base]) for n in names) + " |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.causal_product_gpu", description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384, 65536])
+    parser.add_argument("--dims", type=int, nargs="+", default=[64, 128])
+    parser.add_argument("--dtypes", choices=list(DTYPES), nargs="+", default=["bf16", "fp32"])
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--crossover-lengths", type=int, nargs="+", default=[1, 4, 8, 16, 32, 64, 256])
+    parser.add_argument("--no-crossover", action="store_true", help="skip the short-N table of the two kernels")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("benchmarks.causal_product_gpu needs a CUDA device")
+    if not compiled_op_available("cuda"):
+        sys.exit("the lintf op has no CUDA kernel here (built without a GPU or CUDA toolkit; see docs/gpu.md)")
+    fla, fla_note = fla_implementations()
+    impls = {"lintf chunked": lintf_kernel("chunked"), "lintf scan": lintf_kernel("scan"),
+             "lintf pytorch": causal_linear_attention_pytorch, "SDPA": sdpa, **fla}
+    results: dict[str, list[dict]] = {"fwd": [], "fwd+bwd": [], "crossover fwd": [], "crossover fwd+bwd": []}
+    for dtype_name in args.dtypes:
+        for dim in args.dims:
+            for n in args.lengths:
+                for mode in ("fwd", "fwd+bwd"):
+                    row = measure(impls, n, dim, DTYPES[dtype_name], mode == "fwd+bwd", args.repeats)
+                    results[mode].append({"dtype": dtype_name, "dim": dim, "n": n, **row})
+            if not args.no_crossover:
+                kernels = {name: impls[name] for name in ("lintf chunked", "lintf scan")}
+                for n in args.crossover_lengths:
+                    for mode in ("fwd", "fwd+bwd"):
+                        row = measure(kernels, n, dim, DTYPES[dtype_name], mode == "fwd+bwd", args.repeats)
+                        results[f"crossover {mode}"].append({"dtype": dtype_name, "dim": dim, "n": n, **row})
+    os.environ.pop("LINTF_CUDA_KERNEL", None)
+    write(results, list(impls), fla_note, argv if argv is not None else sys.argv[1:])
+
+
+def write(results: dict[str, list[dict]], names: list[str], fla_note: str, argv: list[str]) -> None:
+    command = " ".join(["python -m benchmarks.causal_product_gpu", *argv])
+    props = torch.cuda.get_device_properties(0)
+    lines = [
+        "# Causal linear attention on a GPU", "", f"`{command}`", "",
+        f"GPU: {torch.cuda.get_device_name(0)} ({props.total_memory / 2**30:.0f} GiB), torch {torch.__version__}, "
+        f"CUDA {torch.version.cuda}; flash-linear-attention: {fla_note}. fp32 matmul precision: "
+        f"{torch.get_float32_matmul_precision()} (lintf chunked runs fp32 as 3xTF32 at 'highest').",
+        "", f"B=1, H={HEADS}, C = M. Median ms per call (CUDA events); in brackets the ratio to lintf chunked on "
+        "the same row (> 1: slower than lintf chunked).", "",
+    ]
+    for mode in ("fwd", "fwd+bwd"):
+        lines += [f"## {mode}", "", *table(results[mode], names, "lintf chunked"), ""]
+    if results["crossover fwd"]:
+        lines += ["## Short sequences: chunked vs scan kernel", "",
+                  "Where the scan (ratio < 1) beats the chunked kernel, the op's automatic choice should take it "
+                  "(it takes the scan for N <= 16).", ""]
+        for mode in ("fwd", "fwd+bwd"):
+            lines += [f"### {mode}", "", *table(results[f"crossover {mode}"], ["lintf chunked", "lintf scan"],
+                                                 "lintf chunked"), ""]
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "causal_product_gpu.md").write_text("\n".join(lines))
+    (RESULTS / "causal_product_gpu.json").write_text(json.dumps(
+        {"command": command, "gpu": torch.cuda.get_device_name(0), "results": results}, indent=1))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
