@@ -58,9 +58,11 @@ LOCK_TIMEOUT_S = 1800.0
 BUILD_NOTICE = "lintf: building the C++ causal-product op (once per machine and torch version, ~20 s)..."
 _CSRC_CANDIDATES = (Path(__file__).parent / "csrc", Path(__file__).parents[2] / "csrc")
 DEFAULT_PREBUILT_DIR = Path(__file__).parent / "_prebuilt"
-# entry points and registration, run-time path choice, then one translation unit per vector path
+# entry points and registration, run-time path choice, then one translation unit per vector path;
+# the same for the decayed causal product
 CPU_SOURCES = ("causal_product.cpp", "causal_product_cpu_path.cpp", "causal_product_cpu_portable.cpp",
-               "causal_product_cpu_avx2.cpp", "causal_product_cpu_avx512.cpp")
+               "causal_product_cpu_avx2.cpp", "causal_product_cpu_avx512.cpp", "decayed_product.cpp",
+               "decayed_product_portable.cpp", "decayed_product_avx2.cpp", "decayed_product_avx512.cpp")
 
 
 class BuildLockError(RuntimeError):
@@ -80,14 +82,24 @@ def sources(with_cuda: bool) -> list[Path]:
     return [root / name for name in CPU_SOURCES] + ([root / "causal_product.cu"] if with_cuda else [])
 
 
+def openmp_flags() -> list[str]:
+    """``-fopenmp`` where torch's intra-op threads are OpenMP's (Linux builds), else nothing.
+
+    ``at::parallel_for`` is a header template: compiled without ``-fopenmp`` it runs its whole range
+    on the calling thread, so the op would ignore ``torch.set_num_threads``. The op's parallel regions
+    then run on the OpenMP runtime torch already loaded, sized by ``torch.set_num_threads``.
+    """
+    return ["-fopenmp"] if sys.platform.startswith("linux") and torch.backends.openmp.is_available() else []
+
+
 def cflags() -> list[str]:
-    """Host compiler flags: optimised, FMA contraction allowed, no -march unless LINTF_CPU_ARCH asks.
+    """Host compiler flags: optimised, FMA contraction allowed, OpenMP, no -march unless LINTF_CPU_ARCH asks.
 
     The vector paths carry their own targets and are chosen at run time, so the default build runs
     on any CPU of the build machine's architecture.
     """
     arch = os.environ.get("LINTF_CPU_ARCH")
-    return ["-O3", "-ffp-contract=fast"] + ([f"-march={arch}"] if arch else [])
+    return ["-O3", "-ffp-contract=fast", *openmp_flags()] + ([f"-march={arch}"] if arch else [])
 
 
 def cuda_wanted() -> bool:
@@ -177,6 +189,7 @@ def compile_into(build_dir: Path, with_cuda: bool, verbose: bool = False) -> Pat
             name=NAME,
             sources=[str(p) for p in sources(with_cuda)],
             extra_cflags=cflags(),
+            extra_ldflags=openmp_flags(),
             extra_cuda_cflags=["-O3"],
             build_directory=str(build_dir),
             with_cuda=with_cuda,
