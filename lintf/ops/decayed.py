@@ -13,6 +13,13 @@ query t >= s with weight exp(b_t - b_s); the exponent is masked to -inf above th
 chunk c adds sum_s exp(b_{L-1} - b_s) k_s v_s^T to it, and the state entering chunk c reaches
 query t with exp(b_t). Cumulative sums restart at every chunk, so long sequences never subtract
 two large cumulative sums (which would cost fp32 precision). Gradients come from autograd.
+
+On the CPU, when the compiled op is built (``lintf.ops.compiled_op_available("cpu")``) and
+``LINTF_EXTENSION`` is not ``off``, the causal passes run ``lintf::decayed_product`` instead
+(``csrc/decayed_product*``, ``decayed_op.py``): the same chunked form in C++ with chunks of 32
+positions, fp32 accumulation (fp64 for fp64), and a backward whose memory does not grow with N,
+giving gradients for q, k, v, log_decay and the initial state. Everything else (CUDA tensors,
+no compiler, double backward) takes the PyTorch path here.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from lintf.ops import decayed_op
 from lintf.ops.dtypes import accumulation_dtype
 from lintf.ops.state import LinearAttentionState
 
@@ -101,6 +109,20 @@ def decayed_product_chunked(
     return out.reshape(batch, heads, n_chunks * chunk, v.shape[-1])[:, :, :length], state
 
 
+def _causal_pass(
+    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, chunk: int, initial_state: Tensor | None
+) -> tuple[Tensor, Tensor]:
+    """The causal recurrence on validated inputs: the compiled CPU op where it serves, else the chunked PyTorch one.
+
+    Returns out (B, H, N, M) (v's dtype from the op, the accumulation dtype from PyTorch) and S_N (B, H, C, M).
+    """
+    acc = accumulation_dtype(v.dtype)
+    start = None if initial_state is None else initial_state.to(acc)
+    if decayed_op.serves(q.device):
+        return decayed_op.decayed_product(q, k, v, log_decay.to(acc), start)
+    return decayed_product_chunked(q.to(acc), k.to(acc), v.to(acc), log_decay.to(acc), chunk, start)
+
+
 def decayed_dot_product(
     q: Tensor,
     k: Tensor,
@@ -120,7 +142,7 @@ def decayed_dot_product(
         k: (B, H, N, C) keys.
         v: (B, H, N, M) values.
         log_decay: (B, H, N) log of the forget factor applied to the state at each position, <= 0.
-        chunk_size: positions per chunk; None uses 64.
+        chunk_size: positions per chunk of the PyTorch path; None uses 64 (the compiled op uses 32).
         initial_state: (B, H, C, M) state before position 0 (decayed by log_decay_0); None is zeros.
         return_state: also return the state S_{N-1} after the last position.
 
@@ -129,11 +151,9 @@ def decayed_dot_product(
         the accumulation dtype.
     """
     check_decayed_inputs(q, k, v, log_decay, initial_state)
-    acc = accumulation_dtype(v.dtype)
     chunk = _chunk_length(chunk_size, q.shape[2])
     with torch.autocast(q.device.type, enabled=False):
-        start = None if initial_state is None else initial_state.to(acc)
-        out, state = decayed_product_chunked(q.to(acc), k.to(acc), v.to(acc), log_decay.to(acc), chunk, start)
+        out, state = _causal_pass(q, k, v, log_decay, chunk, initial_state)
     return (out.to(v.dtype), state) if return_state else out.to(v.dtype)
 
 
@@ -164,10 +184,10 @@ def bidirectional_decayed_dot_product(
         return v.new_zeros(v.shape)
     with torch.autocast(q.device.type, enabled=False):
         q, k, values, log_decay = q.to(acc), k.to(acc), v.to(acc), log_decay.to(acc)
-        forward, _ = decayed_product_chunked(q, k, values, log_decay, chunk)
+        forward, _ = _causal_pass(q, k, values, log_decay, chunk, None)
         # reversed, the decay between reversed positions t-1 and t is the original one at N - t
         reversed_decay = F.pad(log_decay.flip(-1)[..., :-1], (1, 0))  # (B, H, N)
-        backward, _ = decayed_product_chunked(q.flip(2), k.flip(2), values.flip(2), reversed_decay, chunk)
+        backward, _ = _causal_pass(q.flip(2), k.flip(2), values.flip(2), reversed_decay, chunk, None)
         diagonal = (q * k).sum(-1, keepdim=True) * values  # (B, H, N, M): counted by both passes
         out = forward + backward.flip(2) - diagonal
     return out.to(v.dtype)
@@ -190,6 +210,8 @@ def decayed_linear_attention(
     out_i = sum_j w_ij (q_i . k_j) v_j / (sum_j w_ij (q_i . k_j) + eps), with w_ij the causal decay
     (j <= i) or the bidirectional one (all j). Causal, it is the recurrence S_i = a_i S_{i-1} + k_i v_i^T,
     z_i = a_i z_{i-1} + k_i, out_i = q_i S_i / (q_i . z_i + eps) with a_i = exp(log_decay_i).
+    Both come from one numerator pass (the compiled op where it serves) over v with a column of ones
+    appended, whose last output column is the denominator and whose state's last column is z.
 
     Args:
         q: (B, H, N, C) feature-mapped (non-negative) queries.

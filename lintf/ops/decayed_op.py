@@ -1,0 +1,131 @@
+"""Python side of the compiled op ``lintf::decayed_product``: when it serves, its fake and autograd rules.
+
+The schema and the CPU kernel live in ``csrc/decayed_product*`` (built and loaded with the causal
+product's library by ``_ext.py``)::
+
+    lintf::decayed_product(q, k, v, log_decay, initial_state=None) -> (out, final_state)
+    lintf::decayed_product_backward(grad_out, q, k, v, log_decay, initial_state=None, grad_state=None)
+        -> (dq, dk, dv, d_log_decay, d_initial_state)
+
+q, k: (B, H, N, C); v, out, grad_out: (B, H, N, M), all fp16, bf16, fp32 or fp64; log_decay
+(B, H, N) <= 0, the states (B, H, C, M) and their gradients in the accumulation dtype (fp32, fp64
+for fp64 inputs). The first backward runs the compiled ``decayed_product_backward`` (memory
+independent of N beyond inputs and gradients); a backward that records a graph of its own
+(``create_graph=True``) differentiates the pure-PyTorch chunked path instead. ``serves`` registers
+these rules the first time it finds the CPU kernel.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import Tensor
+
+import lintf.ops
+from lintf.ops.dtypes import accumulation_dtype
+
+_OP = "lintf::decayed_product"
+_BACKWARD_OP = "lintf::decayed_product_backward"
+_registered = False
+
+
+def serves(device: torch.device) -> bool:
+    """Whether the compiled op runs tensors on device: CPU tensors, the op built and LINTF_EXTENSION not off."""
+    if device.type != "cpu" or os.environ.get("LINTF_EXTENSION", "").lower() in {"0", "off", "false", "no"}:
+        return False
+    return lintf.ops.compiled_op_available("cpu") and _cpu_kernel_loaded()
+
+
+@torch.compiler.assume_constant_result
+def _cpu_kernel_loaded() -> bool:
+    """Whether the loaded library holds the CPU kernel (an older ahead-of-time build may not); registers the rules."""
+    try:
+        loaded = torch._C._dispatch_has_kernel_for_dispatch_key(_OP, "CPU")
+    except RuntimeError:  # the operator is not defined
+        return False
+    if loaded:
+        register_python_parts()
+    return loaded
+
+
+def decayed_product(
+    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initial_state: Tensor | None
+) -> tuple[Tensor, Tensor]:
+    """Run the compiled op on validated inputs (log_decay, initial_state in the accumulation dtype): out, S_N."""
+    return torch.ops.lintf.decayed_product(q, k, v, log_decay, initial_state)
+
+
+def _state_like(q: Tensor, v: Tensor) -> Tensor:
+    batch, heads, _, features = q.shape
+    return q.new_empty(batch, heads, features, v.shape[-1], dtype=accumulation_dtype(v.dtype))  # (B, H, C, M)
+
+
+def _fake_forward(
+    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initial_state: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    return v.new_empty(v.shape), _state_like(q, v)
+
+
+def _fake_backward(
+    grad_out: Tensor, q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor,
+    initial_state: Tensor | None = None, grad_state: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), log_decay.new_empty(log_decay.shape), \
+        _state_like(q, v)
+
+
+def _setup_context(ctx, inputs: tuple, output: tuple[Tensor, Tensor]) -> None:  # noqa: ANN001 (torch ctx)
+    ctx.save_for_backward(*inputs)
+    ctx.set_materialize_grads(False)  # an unused final state costs no zero-filled gradient
+
+
+def _backward(ctx, grad_out: Tensor | None, grad_state: Tensor | None) -> tuple:  # noqa: ANN001 (torch ctx)
+    q, k, v, log_decay, initial_state = ctx.saved_tensors
+    if torch.is_grad_enabled():
+        return _recorded_backward(ctx, grad_out, grad_state)
+    if grad_out is None:
+        grad_out = torch.zeros_like(v)
+    dq, dk, dv, d_log_decay, d_state = torch.ops.lintf.decayed_product_backward(
+        grad_out, q, k, v, log_decay, initial_state, grad_state
+    )
+    return dq, dk, dv, d_log_decay, None if initial_state is None else d_state
+
+
+def _recorded_backward(ctx, grad_out: Tensor | None, grad_state: Tensor | None) -> tuple:  # noqa: ANN001
+    """Gradients as a differentiable function of the inputs and of the incoming gradients."""
+    from lintf.ops.decayed import DEFAULT_CHUNK_SIZE, decayed_product_chunked
+
+    inputs = ctx.saved_tensors
+    q, k, v, log_decay, initial_state = inputs
+    wanted = [i for i, needed in enumerate(ctx.needs_input_grad) if needed and inputs[i] is not None]
+    acc = log_decay.dtype
+    chunk = max(1, min(DEFAULT_CHUNK_SIZE, q.shape[2]))
+    outputs = decayed_product_chunked(q.to(acc), k.to(acc), v.to(acc), log_decay, chunk, initial_state)
+    pairs = [(o, g.to(o.dtype)) for o, g in zip(outputs, (grad_out, grad_state)) if g is not None]
+    grads = torch.autograd.grad(
+        [o for o, _ in pairs], [inputs[i] for i in wanted], [g for _, g in pairs], create_graph=True, allow_unused=True
+    )
+    result: list[Tensor | None] = [None] * len(inputs)
+    for i, grad in zip(wanted, grads):
+        result[i] = torch.zeros_like(inputs[i]) if grad is None else grad
+    return tuple(result)
+
+
+def _backward_is_not_differentiable(ctx, *grads: Tensor) -> tuple:  # noqa: ANN001 (torch ctx)
+    raise RuntimeError(
+        "lintf::decayed_product_backward is not differentiable itself; differentiate lintf::decayed_product, "
+        "whose backward records a differentiable graph (create_graph=True) through the PyTorch path"
+    )
+
+
+def register_python_parts() -> None:
+    """Register the fake and autograd rules of the loaded op (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    torch.library.register_fake(_OP, _fake_forward)
+    torch.library.register_fake(_BACKWARD_OP, _fake_backward)
+    torch.library.register_autograd(_OP, _backward, setup_context=_setup_context)
+    torch.library.register_autograd(_BACKWARD_OP, _backward_is_not_differentiable)
+    _registered = True
