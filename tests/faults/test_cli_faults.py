@@ -57,6 +57,12 @@ def test_data_error_after_parsing_leaves_no_run_directory(tmp_path, capsys, monk
     assert no_run_directory(tmp_path) and not (tmp_path / "lightning_logs").exists()
 
 
+@pytest.mark.parametrize("value", ["0", "-4"])
+def test_feed_forward_size_below_one_is_refused(value, tmp_path, capsys):
+    err = lintf_error(tiny(tmp_path, "--model.encoder.d_ff", value), capsys)
+    assert f"d_ff must be >= 1, or null for 4 * d_model (64); got {value}" in err and no_run_directory(tmp_path)
+
+
 def test_invalid_learning_rate_stops_before_training(tmp_path, capsys):
     err = lintf_error(tiny(tmp_path, "--model.optimizer.lr", "-1"), capsys)
     assert "model.optimizer" in err and "Invalid learning rate: -1.0" in err and no_run_directory(tmp_path)
