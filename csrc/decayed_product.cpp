@@ -141,7 +141,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> decayed_p
 
 TORCH_LIBRARY_FRAGMENT(lintf, m) {
   m.set_python_module("lintf.ops.decayed_op");
-  m.def("decayed_product(Tensor q, Tensor k, Tensor v, Tensor log_decay, Tensor? initial_state=None) -> (Tensor, Tensor)");
+  m.def(
+      "decayed_product(Tensor q, Tensor k, Tensor v, Tensor log_decay, Tensor? initial_state=None) "
+      "-> (Tensor, Tensor)");
   m.def(
       "decayed_product_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor log_decay, "
       "Tensor? initial_state=None, Tensor? grad_state=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");

@@ -31,7 +31,8 @@ inline float exp_nonpositive(float x) {
   const float shifted = clamped * 1.44269504f + kMagic;
   const float n = shifted - kMagic;
   const float r = clamped - n * 0.693359375f + n * 2.12194440e-4f;  // ln 2 in two parts
-  const float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
+  const float tail = 1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)));
+  const float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * tail)));
   int32_t bits;
   std::memcpy(&bits, &shifted, sizeof(bits));
   const int32_t exponent = (bits - kMagicBits + 127) << 23;
@@ -56,7 +57,8 @@ struct Workspace {
   T *b, *to_start, *to_end, *state;              // kChunk: b, exp(b), exp(B - b); cp x mp state
   T whole = 1;                                   // exp(B)
 
-  explicit Workspace(const Dims& d) : buffer_(kChunk * (4 * d.cp + 8 * std::max(d.cp, d.mp) + 4 * kChunk + 3) + d.cp * d.mp) {
+  explicit Workspace(const Dims& d)
+      : buffer_(kChunk * (4 * d.cp + 8 * std::max(d.cp, d.mp) + 4 * kChunk + 3) + d.cp * d.mp) {
     const int64_t wide = std::max(d.cp, d.mp);
     T** slots[] = {&q, &qt, &k, &kt, &v, &vt, &g, &gt, &scaled, &left, &right, &extra,
                    &decay, &decay_t, &square, &square2, &b, &to_start, &to_end, &state};

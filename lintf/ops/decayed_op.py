@@ -71,8 +71,8 @@ def _fake_backward(
     grad_out: Tensor, q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor,
     initial_state: Tensor | None = None, grad_state: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), log_decay.new_empty(log_decay.shape), \
-        _state_like(q, v)
+    gradients = (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), log_decay.new_empty(log_decay.shape))
+    return (*gradients, _state_like(q, v))
 
 
 def _setup_context(ctx, inputs: tuple, output: tuple[Tensor, Tensor]) -> None:  # noqa: ANN001 (torch ctx)

@@ -19,7 +19,7 @@ from lintf.ops.reference import causal_dot_product_reference
 @pytest.fixture(autouse=True)
 def compiled() -> None:
     if not decayed_op.serves(torch.device("cpu")):
-        pytest.skip("the compiled decayed product is not available (LINTF_EXTENSION=off, no compiler or an older build)")
+        pytest.skip("the compiled decayed product is unavailable (LINTF_EXTENSION=off, no compiler or an older build)")
 
 
 def inputs(n: int, c: int = 5, m: int = 3, batch: int = 2, heads: int = 3, strength: float = 1.0, seed: int = 0):
@@ -101,7 +101,8 @@ def test_split_with_the_state_equals_one_pass(split):
         return torch.cat([first, second], dim=2), last
 
     leaves = [q, k, v, log_decay, state]
-    for got, want in zip(outputs_and_grads(in_two_pieces, leaves), outputs_and_grads(decayed_recurrence_reference, leaves)):
+    expected = outputs_and_grads(decayed_recurrence_reference, leaves)
+    for got, want in zip(outputs_and_grads(in_two_pieces, leaves), expected):
         torch.testing.assert_close(got, want)
 
 
@@ -120,7 +121,7 @@ def test_recurrent_steps_equal_the_forward():
 
 @pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2), (torch.float16, 4e-3)])
 def test_reduced_precision_against_fp64(dtype, tolerance):
-    """Inputs rounded to dtype, fp64 reference on the rounded values: only fp32 accumulation and output rounding differ."""
+    """Inputs rounded to dtype, fp64 reference on the rounded values: only accumulation and output rounding differ."""
     q, k, v, log_decay, state = (t.detach() for t in inputs(200, c=16, m=8))
     q, k, v = (t.to(dtype) for t in (q, k, v))
     log_decay, state = log_decay.float(), state.float()
