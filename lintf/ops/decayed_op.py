@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 import lintf.ops
+from lintf.ops.decayed_chunked import DEFAULT_CHUNK_SIZE, decayed_product_chunked
 from lintf.ops.dtypes import accumulation_dtype
 
 _OP = "lintf::decayed_product"
@@ -94,8 +95,6 @@ def _backward(ctx, grad_out: Tensor | None, grad_state: Tensor | None) -> tuple:
 
 def _recorded_backward(ctx, grad_out: Tensor | None, grad_state: Tensor | None) -> tuple:  # noqa: ANN001
     """Gradients as a differentiable function of the inputs and of the incoming gradients."""
-    from lintf.ops.decayed import DEFAULT_CHUNK_SIZE, decayed_product_chunked
-
     inputs = ctx.saved_tensors
     q, k, v, log_decay, initial_state = inputs
     wanted = [i for i, needed in enumerate(ctx.needs_input_grad) if needed and inputs[i] is not None]
