@@ -66,22 +66,28 @@ inline void transpose8x8(const float* src, int64_t lds, float* dst, int64_t ldd)
 }
 #endif
 
-// Writes the transpose (ld x kChunk) of a kChunk x ld tile.
+// Writes the transpose (cols x rows) of a dense rows x cols matrix.
 template <typename T>
-void transpose(const T* src, int64_t ld, T* dst) {
+void transpose(const T* src, int64_t rows, int64_t cols, T* dst) {
 #ifdef LINTF_HAS_SHUFFLEVECTOR
   if constexpr (std::is_same_v<T, float>) {
-    if (ld % 8 == 0) {
-      for (int64_t c0 = 0; c0 < ld; c0 += 8) {
-        for (int64_t r0 = 0; r0 < kChunk; r0 += 8) transpose8x8(src + r0 * ld + c0, ld, dst + c0 * kChunk + r0, kChunk);
+    if (rows % 8 == 0 && cols % 8 == 0) {
+      for (int64_t c0 = 0; c0 < cols; c0 += 8) {
+        for (int64_t r0 = 0; r0 < rows; r0 += 8) transpose8x8(src + r0 * cols + c0, cols, dst + c0 * rows + r0, rows);
       }
       return;
     }
   }
 #endif
-  for (int64_t r = 0; r < kChunk; ++r) {
-    for (int64_t c = 0; c < ld; ++c) dst[c * kChunk + r] = src[r * ld + c];
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
   }
+}
+
+// Writes the transpose (ld x kChunk) of a kChunk x ld tile.
+template <typename T>
+void transpose(const T* src, int64_t ld, T* dst) {
+  transpose(src, kChunk, ld, dst);
 }
 
 // A chunk's `rows` rows of a contiguous (rows x cols) slice as a kChunk x ld tile: the input

@@ -113,12 +113,12 @@ void dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t
   tile::gemm<T>(kChunk, kChunk, d.mp, v, d.mp, w.gt, kChunk, sq, kChunk, false, Shape::kUpperOut);
   cpu::mask<T>(sq, false, nullptr, w.gz, nullptr);
   tile::gemm<T>(kChunk, d.cp, kChunk, sq, kChunk, q, d.cp, w.rows, d.cp, false, Shape::kUpperA);
-  tile::gemm<T>(d.cp, kChunk, d.mp, r_state, d.mp, w.vt, kChunk, w.cols, kChunk, false);
+  tile::gemm<T>(d.cp, kChunk, d.mp, r_state, d.mp, w.vt, kChunk, w.cols, kChunk, false);  // (R V^T): cp x kChunk
+  cpu::transpose(w.cols, d.cp, kChunk, w.kt);  // V R^T: kChunk x cp (kt is free in this sweep)
   for (int64_t r = 0; r < rows; ++r) {
     scalar_t* dst = rows_of(a.dk, d, head, t0 + r, d.c);
-    for (int64_t c = 0; c < d.c; ++c) {
-      dst[c] = static_cast<scalar_t>(w.rows[r * d.cp + c] + w.cols[c * kChunk + r] + r_ones[c]);
-    }
+    const T *intra = w.rows + r * d.cp, *inter = w.kt + r * d.cp;
+    for (int64_t c = 0; c < d.c; ++c) dst[c] = static_cast<scalar_t>(intra[c] + inter[c] + r_ones[c]);
   }
   tile::gemm<T>(kChunk, kChunk, d.cp, k, d.cp, w.qt, kChunk, sq, kChunk, false, Shape::kUpperOut);
   cpu::mask<T>(sq, false, nullptr, nullptr, nullptr);
