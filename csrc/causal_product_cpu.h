@@ -114,13 +114,16 @@ const T* pack(const scalar_t* src, int64_t rows, int64_t cols, int64_t ld, T* bu
 }
 
 // Asks the caches for `count` elements from `base` on: the next chunk's input rows are fetched
-// while this chunk computes instead of stalling its packing loads on DRAM.
+// while this chunk computes instead of stalling its packing loads on DRAM. GCC counts a prefetch
+// as no effect at all, so a local function doing nothing else is found `const` and its calls are
+// deleted; the empty volatile asm is an effect that keeps them.
 template <typename P>
 inline void prefetch(const P* base, int64_t count) {
   const char* bytes = reinterpret_cast<const char*>(base);
   for (int64_t offset = 0; offset < count * static_cast<int64_t>(sizeof(P)); offset += 64) {
-    __builtin_prefetch(bytes + offset);
+    __builtin_prefetch(bytes + offset, 0, 2);
   }
+  asm volatile("" : : "r"(bytes));
 }
 
 // Packs the output gradient as the sweeps consume it and returns that tile (w.g, or the input

@@ -59,7 +59,7 @@ void forward_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int6
   const T* q = cpu::pack(rows_of(a.q, d, head, t0, d.c), rows, d.c, d.cp, w.q, static_cast<T*>(nullptr));
   const T* k = cpu::pack(rows_of(a.k, d, head, t0, d.c), rows, d.c, d.cp, w.k, w.kt);
   const T* v = cpu::pack(rows_of(a.v, d, head, t0, d.m), rows, d.m, d.mp, w.v, static_cast<T*>(nullptr));
-  prefetch_chunk(d, a, head, t0 + kChunk, false);
+  prefetch_chunk(d, a, head, t0 + 2 * kChunk, false);
   T *z = s + d.cp * d.mp, *num = w.rows;
   tile::gemm<T>(kChunk, kChunk, d.cp, q, d.cp, w.kt, kChunk, w.square, kChunk, false, Shape::kLowerOut);
   cpu::mask<T>(w.square, true, nullptr, nullptr, a.normalize ? w.den : nullptr);
@@ -86,7 +86,7 @@ void dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t
   const T* g = pack_grad(d, a, head, t0, w, false);
   const T* k = cpu::pack(rows_of(a.k, d, head, t0, d.c), rows, d.c, d.cp, w.k, static_cast<T*>(nullptr));
   cpu::pack(rows_of(a.v, d, head, t0, d.m), rows, d.m, d.mp, w.v, w.vt);
-  prefetch_chunk(d, a, head, t0 + kChunk, true);
+  prefetch_chunk(d, a, head, t0 + 2 * kChunk, true);
   T *z = st + d.cp * d.mp, *dq = w.rows;
   tile::gemm<T>(kChunk, kChunk, d.mp, g, d.mp, w.vt, kChunk, w.square, kChunk, false, Shape::kLowerOut);
   cpu::mask<T>(w.square, true, w.gz, nullptr, nullptr);
@@ -108,7 +108,7 @@ void dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t
   const T* q = cpu::pack(rows_of(a.q, d, head, t0, d.c), rows, d.c, d.cp, w.q, w.qt);
   const T* k = cpu::pack(rows_of(a.k, d, head, t0, d.c), rows, d.c, d.cp, w.k, static_cast<T*>(nullptr));
   const T* v = cpu::pack(rows_of(a.v, d, head, t0, d.m), rows, d.m, d.mp, w.v, w.vt);
-  prefetch_chunk(d, a, head, t0 - kChunk, true);
+  prefetch_chunk(d, a, head, t0 - 2 * kChunk, true);
   T *r_ones = r_state + d.cp * d.mp, *sq = w.square;
   tile::gemm<T>(kChunk, kChunk, d.mp, v, d.mp, w.gt, kChunk, sq, kChunk, false, Shape::kUpperOut);
   cpu::mask<T>(sq, false, nullptr, w.gz, nullptr);
