@@ -1,7 +1,7 @@
 """The compiled decayed product (lintf::decayed_product) against the naive references of decayed_reference.py.
 
 Every test skips when the compiled op is unavailable (LINTF_EXTENSION=off, no compiler, an older
-build). The op works in chunks of 32 positions, so lengths above 32 cross chunk boundaries.
+build). The op works in chunks of 16 positions, so lengths above 16 cross chunk boundaries.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_double_backward_runs_the_pytorch_path():
     assert torch.autograd.gradgradcheck(compiled_with_state, leaves)
 
 
-@pytest.mark.parametrize("split", [1, 31, 32, 33, 64, 99])
+@pytest.mark.parametrize("split", [1, 15, 16, 17, 31, 32, 33, 64, 99])
 def test_split_with_the_state_equals_one_pass(split):
     q, k, v, log_decay, state = inputs(100)
 
