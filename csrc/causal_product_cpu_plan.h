@@ -23,7 +23,7 @@
 
 namespace lintf::cpu {
 
-constexpr int64_t kChunk = 16;  // positions per chunk: the unit of every sweep (16 beats 32 and 64 at C = M = 64)
+constexpr int64_t kChunk = 32;  // positions per chunk: the unit of every sweep
 constexpr int64_t kAlignBytes = 64;
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -118,7 +118,7 @@ inline void block_rows(int64_t rows, int64_t depth, const T* a, int64_t lda, con
   block<MR, NV, T>(depth, a, lda, b, ldb, c, ldc, accumulate);
 }
 
-// C[m x n] (+)= A[m x depth] B[depth x n], n a multiple of kWidth<T>; `shape` skips the
+// C[m x n] (+)= A[m x depth] B[depth x n], n a multiple of kColBlock<T>; `shape` skips the
 // blocks (down to single vectors of columns) that the causal mask makes unnecessary (see Shape).
 template <typename T>
 void gemm(int64_t m, int64_t n, int64_t depth, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,

@@ -10,7 +10,7 @@
 // the final state (absent: zero) and returns dq, dk, dv (input dtype), d log_decay and dS0
 // (accumulation dtype; dS0 zeros-based when S0 was absent).
 //
-// Chunked, kChunk (16) positions at a time, with b_t the cumulative log-decay *inside* the chunk
+// Chunked, kChunk (32) positions at a time, with b_t the cumulative log-decay *inside* the chunk
 // (restarting at every chunk), B its total and D[t][s] = exp(b_t - b_s) for s <= t, 0 above:
 //   out   = ((Q K^T) o D) V + diag(exp(b)) Q S_in
 //   S_out = exp(B) S_in + (diag(exp(B - b)) K)^T V
