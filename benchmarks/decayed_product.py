@@ -89,7 +89,7 @@ def report(rows: list[Row], repeats: int, load: tuple[float, float]) -> list[str
         "",
         f"torch {torch.__version__}; CPU: {cpu_model()}; vector path of the op: {_ext.cpu_vector_path()}; 1 thread.",
         f"B=1, H={HEADS}, C=M={DIM}, fp32, log_decay in [-0.1, 0]; median of {repeats} calls after a warm-up call.",
-        "Both columns go through `decayed_dot_product`: the compiled CPU op (chunks of 16, constant-memory",
+        "Both columns go through `decayed_dot_product`: the compiled CPU op (chunks of 32, constant-memory",
         "backward) and the PyTorch chunked path (LINTF_EXTENSION=off, chunks of 64, autograd backward).",
         "Ratio: PyTorch time / compiled time. MB: peak extra resident memory of one fwd+bwd call.",
         f"Load average (1 min) before / after: {load[0]:.2f} / {load[1]:.2f} on {os.cpu_count()} cores; both paths",

@@ -16,7 +16,7 @@ two large cumulative sums (which would cost fp32 precision). Gradients come from
 
 On the CPU, when the compiled op is built (``lintf.ops.compiled_op_available("cpu")``) and
 ``LINTF_EXTENSION`` is not ``off``, the causal passes run ``lintf::decayed_product`` instead
-(``csrc/decayed_product*``, ``decayed_op.py``): the same chunked form in C++ with chunks of 16
+(``csrc/decayed_product*``, ``decayed_op.py``): the same chunked form in C++ with chunks of 32
 positions, fp32 accumulation (fp64 for fp64), and a backward whose memory does not grow with N,
 giving gradients for q, k, v, log_decay and the initial state. Everything else (CUDA tensors,
 no compiler, double backward) takes the PyTorch path here.
@@ -112,7 +112,7 @@ def decayed_dot_product(
         k: (B, H, N, C) keys.
         v: (B, H, N, M) values.
         log_decay: (B, H, N) log of the forget factor applied to the state at each position, <= 0.
-        chunk_size: positions per chunk of the PyTorch path; None uses 64 (the compiled op uses 16).
+        chunk_size: positions per chunk of the PyTorch path; None uses 64 (the compiled op uses 32).
         initial_state: (B, H, C, M) state before position 0 (decayed by log_decay_0); None is zeros.
         return_state: also return the state S_{N-1} after the last position.
 

@@ -1,7 +1,7 @@
 """The compiled decayed product (lintf::decayed_product) against the naive references of decayed_reference.py.
 
 Every test skips when the compiled op is unavailable (LINTF_EXTENSION=off, no compiler, an older
-build). The op works in chunks of 16 positions, so lengths above 16 cross chunk boundaries.
+build). The op works in chunks of 32 positions, so lengths above 32 cross chunk boundaries.
 """
 
 from __future__ import annotations
