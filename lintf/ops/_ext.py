@@ -173,7 +173,8 @@ def compile_into(build_dir: Path, with_cuda: bool, verbose: bool = False) -> Pat
     """Compile (or bring up to date) the op library in build_dir, load it and return its path.
 
     A library that does not match its manifest is deleted first, so it is rebuilt instead of
-    loaded; a fresh build is announced on stderr and recorded in the manifest.
+    loaded; a fresh build is announced on stderr. Whatever library the call leaves (a fresh build,
+    or one ninja relinked because the build command changed) is recorded in the manifest.
     """
     from torch.utils.cpp_extension import LIB_EXT, load
 
@@ -196,7 +197,9 @@ def compile_into(build_dir: Path, with_cuda: bool, verbose: bool = False) -> Pat
             is_python_module=False,
             verbose=verbose,
         ))
-        if problem is not None:
+        # ninja relinks on its own when the build's command changed (the same sources checked out at
+        # another path): record whatever this call left, so the next process does not distrust it
+        if problem is not None or _unverified(build_dir, built) is not None:
             _record(build_dir, built, with_cuda)
     return built
 

@@ -212,3 +212,24 @@ def test_a_build_is_announced_once_on_stderr(tmp_path):
     notice = "lintf: building the C++ causal-product op (once per machine and torch version, ~20 s)..."
     assert first.stderr.count(notice) == 1
     assert notice not in second.stderr and "op ok" in second.stdout
+
+
+def test_a_library_ninja_relinks_on_its_own_is_recorded(tmp_path, monkeypatch):
+    """The same sources at another path change the build command, so ninja relinks inside ``load`` even
+    though the library matched its manifest; the manifest must describe the new library afterwards."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    library = tmp_path / f"{_ext.NAME}{cpp_extension.LIB_EXT}"
+    library.write_bytes(b"first link")
+    _ext._record(tmp_path, library, with_cuda=False)
+    assert _ext._unverified(tmp_path, library) is None
+
+    def relinking_load(build_directory: str, **_: object) -> str:
+        library.write_bytes(b"relinked with other paths")
+        return str(library)
+
+    monkeypatch.setattr(cpp_extension, "load", relinking_load)
+    assert _ext.compile_into(tmp_path, with_cuda=False) == library
+    assert _ext._unverified(tmp_path, library) is None
+    manifest = json.loads((tmp_path / MANIFEST).read_text())
+    assert manifest["sha256"] == hashlib.sha256(b"relinked with other paths").hexdigest()
