@@ -25,6 +25,7 @@ from torch import Tensor
 
 from lintf.ops.dtypes import accumulation_dtype
 from lintf.ops.fallback import causal_product_pytorch
+from lintf.ops.recorded_gradients import not_differentiable, recorded_gradients
 from lintf.ops.state import LinearAttentionState
 
 _OP = "lintf::causal_product"
@@ -97,23 +98,8 @@ def _recorded_backward(  # noqa: ANN001 (torch ctx)
     q, k, v, _, _, kv, normaliser = ctx.saved_tensors
     initial = None if kv is None else LinearAttentionState(kv, normaliser)
     inputs = (q, k, v, None, None, kv, normaliser)
-    wanted = [i for i, needed in enumerate(ctx.needs_input_grad) if needed and inputs[i] is not None]
     out, final = causal_product_pytorch(q, k, v, ctx.eps, ctx.normalize, initial, final_state=True)
-    pairs = [(o, g) for o, g in zip((out, *final), (grad_out, grad_kv, grad_normaliser)) if g is not None]
-    grads = torch.autograd.grad(
-        [o for o, _ in pairs], [inputs[i] for i in wanted], [g for _, g in pairs], create_graph=True, allow_unused=True
-    )
-    result: list[Tensor | None] = [None] * len(inputs)
-    for i, grad in zip(wanted, grads):
-        result[i] = torch.zeros_like(inputs[i]) if grad is None else grad
-    return tuple(result)
-
-
-def _backward_is_not_differentiable(ctx, *grads: Tensor) -> tuple:  # noqa: ANN001 (torch ctx)
-    raise RuntimeError(
-        "lintf::causal_product_backward is not differentiable itself; differentiate lintf::causal_product, "
-        "whose backward records a differentiable graph (create_graph=True) through the PyTorch path"
-    )
+    return recorded_gradients((out, *final), (grad_out, grad_kv, grad_normaliser), inputs, ctx.needs_input_grad)
 
 
 def _autocast_kernel(device_type: str):  # noqa: ANN202 (dispatcher kernel)
@@ -141,7 +127,7 @@ def register_python_parts() -> None:
     torch.library.register_fake(_OP, _fake_forward)
     torch.library.register_fake(_BACKWARD_OP, _fake_backward)
     torch.library.register_autograd(_OP, _backward, setup_context=_setup_context)
-    torch.library.register_autograd(_BACKWARD_OP, _backward_is_not_differentiable)
+    torch.library.register_autograd(_BACKWARD_OP, not_differentiable(_BACKWARD_OP, _OP))
     library = torch.library.Library("lintf", "IMPL")
     for device_type in _AUTOCAST_DEVICES:
         key = "Autocast" + torch._C._dispatch_key_for_device(device_type)

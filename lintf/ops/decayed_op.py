@@ -25,6 +25,7 @@ from torch import Tensor
 import lintf.ops
 from lintf.ops.decayed_chunked import DEFAULT_CHUNK_SIZE, decayed_product_chunked
 from lintf.ops.dtypes import accumulation_dtype
+from lintf.ops.recorded_gradients import not_differentiable, recorded_gradients
 
 _OP = "lintf::decayed_product"
 _BACKWARD_OP = "lintf::decayed_product_backward"
@@ -97,25 +98,11 @@ def _recorded_backward(ctx, grad_out: Tensor | None, grad_state: Tensor | None) 
     """Gradients as a differentiable function of the inputs and of the incoming gradients."""
     inputs = ctx.saved_tensors
     q, k, v, log_decay, initial_state = inputs
-    wanted = [i for i, needed in enumerate(ctx.needs_input_grad) if needed and inputs[i] is not None]
     acc = log_decay.dtype
     chunk = max(1, min(DEFAULT_CHUNK_SIZE, q.shape[2]))
     outputs = decayed_product_chunked(q.to(acc), k.to(acc), v.to(acc), log_decay, chunk, initial_state)
-    pairs = [(o, g.to(o.dtype)) for o, g in zip(outputs, (grad_out, grad_state)) if g is not None]
-    grads = torch.autograd.grad(
-        [o for o, _ in pairs], [inputs[i] for i in wanted], [g for _, g in pairs], create_graph=True, allow_unused=True
-    )
-    result: list[Tensor | None] = [None] * len(inputs)
-    for i, grad in zip(wanted, grads):
-        result[i] = torch.zeros_like(inputs[i]) if grad is None else grad
-    return tuple(result)
-
-
-def _backward_is_not_differentiable(ctx, *grads: Tensor) -> tuple:  # noqa: ANN001 (torch ctx)
-    raise RuntimeError(
-        "lintf::decayed_product_backward is not differentiable itself; differentiate lintf::decayed_product, "
-        "whose backward records a differentiable graph (create_graph=True) through the PyTorch path"
-    )
+    incoming = [None if g is None else g.to(o.dtype) for o, g in zip(outputs, (grad_out, grad_state))]
+    return recorded_gradients(outputs, incoming, inputs, ctx.needs_input_grad)
 
 
 def register_python_parts() -> None:
@@ -126,5 +113,5 @@ def register_python_parts() -> None:
     torch.library.register_fake(_OP, _fake_forward)
     torch.library.register_fake(_BACKWARD_OP, _fake_backward)
     torch.library.register_autograd(_OP, _backward, setup_context=_setup_context)
-    torch.library.register_autograd(_BACKWARD_OP, _backward_is_not_differentiable)
+    torch.library.register_autograd(_BACKWARD_OP, not_differentiable(_BACKWARD_OP, _OP))
     _registered = True
