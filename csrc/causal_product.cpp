@@ -3,41 +3,23 @@
 // on torch's threads by causal_product_cpu_parallel.h.
 #include "causal_product.h"
 #include "causal_product_cpu_parallel.h"
+#include "cpu_output.h"
 
 #include <ATen/Dispatch.h>
 
 #include <cstdint>
 #include <type_traits>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 namespace lintf {
 namespace {
 
 using cpu::Args;
 using cpu::Dims;
+using cpu::output;
 
 template <typename T>
 Dims dims_of(const cpu::VectorPath& path, const at::Tensor& q, const at::Tensor& v) {
   return Dims(q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), path.col_block<T>());
-}
-
-// A new output tensor. One of many MB is fresh mmap'd memory whose first write faults once per
-// 4 KB page, which in a VM costs about 2 us a page (19 ms for a 32 MB output: more than the
-// kernel's own work on it), and more when threads fault at the same time. Transparent huge pages
-// on its 2 MB-aligned interior cut that to about 3 ms (benchmarks/results/causal_product.md).
-// Advice only: a no-op where THP is off or the memory is already resident, harmless if refused.
-at::Tensor output(at::IntArrayRef sizes, const at::TensorOptions& options) {
-  auto t = at::empty(sizes, options);
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr std::uintptr_t kHuge = std::uintptr_t(1) << 21;
-  const auto begin = reinterpret_cast<std::uintptr_t>(t.data_ptr());
-  const std::uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1), last = (begin + t.nbytes()) & ~(kHuge - 1);
-  if (begin != 0 && last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
-#endif
-  return t;
 }
 
 // A contiguous view of an optional state tensor, or an undefined tensor.

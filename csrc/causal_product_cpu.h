@@ -21,6 +21,7 @@ using tile::kWidth;
 template <typename T>
 struct Workspace {
   T *q, *qt, *k, *kt, *v, *vt, *g, *gt, *o, *gz, *square, *rows, *cols, *den;
+  tile::PrefetchQueue ahead;  // rows of a later chunk, asked for while this one computes
 
   explicit Workspace(const Dims& d) : buffer_(size(d)) {
     const int64_t wide = std::max(d.cp, d.mp);
@@ -113,19 +114,6 @@ const T* pack(const scalar_t* src, int64_t rows, int64_t cols, int64_t ld, T* bu
   return tile;
 }
 
-// Asks the caches for `count` elements from `base` on: the next chunk's input rows are fetched
-// while this chunk computes instead of stalling its packing loads on DRAM. GCC counts a prefetch
-// as no effect at all, so a local function doing nothing else is found `const` and its calls are
-// deleted; the empty volatile asm is an effect that keeps them.
-template <typename P>
-inline void prefetch(const P* base, int64_t count) {
-  const char* bytes = reinterpret_cast<const char*>(base);
-  for (int64_t offset = 0; offset < count * static_cast<int64_t>(sizeof(P)); offset += 64) {
-    __builtin_prefetch(bytes + offset, 0, 2);
-  }
-  asm volatile("" : : "r"(bytes));
-}
-
 // Packs the output gradient as the sweeps consume it and returns that tile (w.g, or the input
 // itself when it already is one and there is no normaliser); its transpose goes to w.gt when asked.
 // With the normaliser, out_i = a_i / d_i gives dL/da_i = g_i / d_i and
@@ -192,16 +180,17 @@ void add_column_sums(const T* x, int64_t ld, const T* w, T* z) {
 
 // state[:C*M] += X^T Y and state[C*M:] += X^T w (w = ones when null), X given with its transpose xt.
 template <typename T>
-void add_to_state(const Dims& d, const T* x, const T* xt, const T* y, const T* w, T* state) {
-  tile::gemm<T>(d.cp, d.mp, kChunk, xt, kChunk, y, d.mp, state, d.mp, true);
+void add_to_state(const Dims& d, const T* x, const T* xt, const T* y, const T* w, T* state,
+                  tile::PrefetchQueue* ahead = nullptr) {
+  tile::gemm<T>(d.cp, d.mp, kChunk, xt, kChunk, y, d.mp, state, d.mp, true, tile::Shape::kFull, ahead);
   add_column_sums(x, d.cp, w, state + d.cp * d.mp);
 }
 
 // The same key state stored value-major: state[:M*C] += V^T K (M x C), state[M*C:] += K^T 1,
 // so the dq sweep can use it as the right operand of G S^T without transposing G.
 template <typename T>
-void add_to_value_major_state(const Dims& d, const T* vt, const T* k, T* state) {
-  tile::gemm<T>(d.mp, d.cp, kChunk, vt, kChunk, k, d.cp, state, d.cp, true);
+void add_to_value_major_state(const Dims& d, const T* vt, const T* k, T* state, tile::PrefetchQueue* ahead = nullptr) {
+  tile::gemm<T>(d.mp, d.cp, kChunk, vt, kChunk, k, d.cp, state, d.cp, true, tile::Shape::kFull, ahead);
   add_column_sums(k, d.cp, static_cast<const T*>(nullptr), state + d.cp * d.mp);
 }
 

@@ -34,22 +34,22 @@ P* rows_of(P* base, const Dims& d, int64_t head, int64_t t0, int64_t width) {
 // Inputs a sweep step reads, as bits. kGrad: the output gradient and, with the normaliser, the output.
 enum Reads : unsigned { kQ = 1, kK = 2, kV = 4, kGrad = 8 };
 
-// Prefetches part `part` of `parts` of rows [t0, t0 + kChunk) of head `head` (if inside the
-// sequence) of the inputs in `reads`. A chunk's sweep step asks for the parts between its
-// products: all at once, the misses fill the load queue and stall the arithmetic behind them.
+// Queues rows [t0, t0 + kChunk) of head `head` (if inside the sequence) of the inputs in `reads`
+// for prefetching while the current chunk computes (see causal_product_prefetch.h).
 template <typename scalar_t, typename T>
-void prefetch_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, unsigned reads, int part = 0,
-                    int parts = 1) {
-  if (t0 < 0 || t0 >= d.n) return;
-  const int64_t rows = std::min(kChunk, d.n - t0);
-  const int64_t r0 = t0 + rows * part / parts, count = t0 + rows * (part + 1) / parts - r0;
-  if (reads & kQ) cpu::prefetch(rows_of(a.q, d, head, r0, d.c), count * d.c);
-  if (reads & kK) cpu::prefetch(rows_of(a.k, d, head, r0, d.c), count * d.c);
-  if (reads & kV) cpu::prefetch(rows_of(a.v, d, head, r0, d.m), count * d.m);
-  if (reads & kGrad) {
-    cpu::prefetch(rows_of(a.grad, d, head, r0, d.m), count * d.m);
-    if (a.normalize) cpu::prefetch(rows_of(a.out, d, head, r0, d.m), count * d.m);
+void prefetch_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, unsigned reads,
+                    tile::PrefetchQueue& ahead) {
+  if (t0 >= 0 && t0 < d.n) {
+    const int64_t rows = std::min(kChunk, d.n - t0), bytes = rows * static_cast<int64_t>(sizeof(scalar_t));
+    if (reads & kQ) ahead.add(rows_of(a.q, d, head, t0, d.c), bytes * d.c);
+    if (reads & kK) ahead.add(rows_of(a.k, d, head, t0, d.c), bytes * d.c);
+    if (reads & kV) ahead.add(rows_of(a.v, d, head, t0, d.m), bytes * d.m);
+    if (reads & kGrad) {
+      ahead.add(rows_of(a.grad, d, head, t0, d.m), bytes * d.m);
+      if (a.normalize) ahead.add(rows_of(a.out, d, head, t0, d.m), bytes * d.m);
+    }
   }
+  ahead.start();
 }
 
 template <typename scalar_t, typename T>
@@ -66,16 +66,12 @@ void forward_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int6
   const T* q = cpu::pack(rows_of(a.q, d, head, t0, d.c), rows, d.c, d.cp, w.q, static_cast<T*>(nullptr));
   const T* k = cpu::pack(rows_of(a.k, d, head, t0, d.c), rows, d.c, d.cp, w.k, w.kt);
   const T* v = cpu::pack(rows_of(a.v, d, head, t0, d.m), rows, d.m, d.mp, w.v, static_cast<T*>(nullptr));
-  const auto ahead = [&](int part) { prefetch_chunk(d, a, head, t0 + 2 * kChunk, kQ | kK | kV, part, 4); };
-  ahead(0);
+  prefetch_chunk(d, a, head, t0 + 2 * kChunk, kQ | kK | kV, w.ahead);
   T *z = s + d.cp * d.mp, *num = w.rows;
-  tile::gemm<T>(kChunk, kChunk, d.cp, q, d.cp, w.kt, kChunk, w.square, kChunk, false, Shape::kLowerOut);
+  tile::gemm<T>(kChunk, kChunk, d.cp, q, d.cp, w.kt, kChunk, w.square, kChunk, false, Shape::kLowerOut, &w.ahead);
   cpu::mask<T>(w.square, true, nullptr, nullptr, a.normalize ? w.den : nullptr);
-  ahead(1);
-  tile::gemm<T>(kChunk, d.mp, kChunk, w.square, kChunk, v, d.mp, num, d.mp, false, Shape::kLowerA);
-  ahead(2);
-  tile::gemm<T>(kChunk, d.mp, d.cp, q, d.cp, s, d.mp, num, d.mp, true);
-  ahead(3);
+  tile::gemm<T>(kChunk, d.mp, kChunk, w.square, kChunk, v, d.mp, num, d.mp, false, Shape::kLowerA, &w.ahead);
+  tile::gemm<T>(kChunk, d.mp, d.cp, q, d.cp, s, d.mp, num, d.mp, true, Shape::kFull, &w.ahead);
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = num + r * d.mp;
     scalar_t* dst = rows_of(a.result, d, head, t0 + r, d.m);
@@ -87,7 +83,8 @@ void forward_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int6
       for (int64_t c = 0; c < d.m; ++c) dst[c] = static_cast<scalar_t>(row[c]);
     }
   }
-  cpu::add_to_state(d, k, w.kt, v, static_cast<const T*>(nullptr), s);
+  cpu::add_to_state(d, k, w.kt, v, static_cast<const T*>(nullptr), s, &w.ahead);
+  w.ahead.drain();
 }
 
 // dq_i = sum_{j<=i} (g_i . v_j + gz_i) k_j, with the value-major prefix state for earlier chunks.
@@ -97,21 +94,18 @@ void dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t
   const T* g = pack_grad(d, a, head, t0, w, false);
   const T* k = cpu::pack(rows_of(a.k, d, head, t0, d.c), rows, d.c, d.cp, w.k, static_cast<T*>(nullptr));
   cpu::pack(rows_of(a.v, d, head, t0, d.m), rows, d.m, d.mp, w.v, w.vt);
-  const auto ahead = [&](int part) { prefetch_chunk(d, a, head, t0 + 2 * kChunk, kK | kV | kGrad, part, 4); };
-  ahead(0);
+  prefetch_chunk(d, a, head, t0 + 2 * kChunk, kK | kV | kGrad, w.ahead);
   T *z = st + d.cp * d.mp, *dq = w.rows;
-  tile::gemm<T>(kChunk, kChunk, d.mp, g, d.mp, w.vt, kChunk, w.square, kChunk, false, Shape::kLowerOut);
+  tile::gemm<T>(kChunk, kChunk, d.mp, g, d.mp, w.vt, kChunk, w.square, kChunk, false, Shape::kLowerOut, &w.ahead);
   cpu::mask<T>(w.square, true, w.gz, nullptr, nullptr);
-  ahead(1);
-  tile::gemm<T>(kChunk, d.cp, kChunk, w.square, kChunk, k, d.cp, dq, d.cp, false, Shape::kLowerA);
-  ahead(2);
-  tile::gemm<T>(kChunk, d.cp, d.mp, g, d.mp, st, d.cp, dq, d.cp, true);
-  ahead(3);
+  tile::gemm<T>(kChunk, d.cp, kChunk, w.square, kChunk, k, d.cp, dq, d.cp, false, Shape::kLowerA, &w.ahead);
+  tile::gemm<T>(kChunk, d.cp, d.mp, g, d.mp, st, d.cp, dq, d.cp, true, Shape::kFull, &w.ahead);
   for (int64_t r = 0; r < rows; ++r) {
     scalar_t* dst = rows_of(a.dq, d, head, t0 + r, d.c);
     for (int64_t c = 0; c < d.c; ++c) dst[c] = static_cast<scalar_t>(dq[r * d.cp + c] + w.gz[r] * z[c]);
   }
-  cpu::add_to_value_major_state(d, w.vt, k, st);
+  cpu::add_to_value_major_state(d, w.vt, k, st, &w.ahead);
+  w.ahead.drain();
 }
 
 // dk_j = sum_{i>=j} (v_j . g_i + gz_i) q_i and dv_j = sum_{i>=j} (k_j . q_i) g_i, with the
@@ -123,33 +117,29 @@ void dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t
   const T* q = cpu::pack(rows_of(a.q, d, head, t0, d.c), rows, d.c, d.cp, w.q, w.qt);
   const T* k = cpu::pack(rows_of(a.k, d, head, t0, d.c), rows, d.c, d.cp, w.k, static_cast<T*>(nullptr));
   const T* v = cpu::pack(rows_of(a.v, d, head, t0, d.m), rows, d.m, d.mp, w.v, w.vt);
-  const auto ahead = [&](int part) { prefetch_chunk(d, a, head, t0 - 2 * kChunk, kQ | kK | kV | kGrad, part, 6); };
-  ahead(0);
+  prefetch_chunk(d, a, head, t0 - 2 * kChunk, kQ | kK | kV | kGrad, w.ahead);
   T *r_ones = r_state + d.cp * d.mp, *sq = w.square;
-  tile::gemm<T>(kChunk, kChunk, d.mp, v, d.mp, w.gt, kChunk, sq, kChunk, false, Shape::kUpperOut);
+  tile::gemm<T>(kChunk, kChunk, d.mp, v, d.mp, w.gt, kChunk, sq, kChunk, false, Shape::kUpperOut, &w.ahead);
   cpu::mask<T>(sq, false, nullptr, w.gz, nullptr);
-  ahead(1);
-  tile::gemm<T>(kChunk, d.cp, kChunk, sq, kChunk, q, d.cp, w.rows, d.cp, false, Shape::kUpperA);
-  ahead(2);
-  tile::gemm<T>(d.cp, kChunk, d.mp, r_state, d.mp, w.vt, kChunk, w.cols, kChunk, false);  // (R V^T): cp x kChunk
-  ahead(3);
+  tile::gemm<T>(kChunk, d.cp, kChunk, sq, kChunk, q, d.cp, w.rows, d.cp, false, Shape::kUpperA, &w.ahead);
+  // (R V^T): cp x kChunk
+  tile::gemm<T>(d.cp, kChunk, d.mp, r_state, d.mp, w.vt, kChunk, w.cols, kChunk, false, Shape::kFull, &w.ahead);
   cpu::transpose(w.cols, d.cp, kChunk, w.kt);  // V R^T: kChunk x cp (kt is free in this sweep)
   for (int64_t r = 0; r < rows; ++r) {
     scalar_t* dst = rows_of(a.dk, d, head, t0 + r, d.c);
     const T *intra = w.rows + r * d.cp, *inter = w.kt + r * d.cp;
     for (int64_t c = 0; c < d.c; ++c) dst[c] = static_cast<scalar_t>(intra[c] + inter[c] + r_ones[c]);
   }
-  tile::gemm<T>(kChunk, kChunk, d.cp, k, d.cp, w.qt, kChunk, sq, kChunk, false, Shape::kUpperOut);
+  tile::gemm<T>(kChunk, kChunk, d.cp, k, d.cp, w.qt, kChunk, sq, kChunk, false, Shape::kUpperOut, &w.ahead);
   cpu::mask<T>(sq, false, nullptr, nullptr, nullptr);
-  ahead(4);
-  tile::gemm<T>(kChunk, d.mp, kChunk, sq, kChunk, g, d.mp, w.rows, d.mp, false, Shape::kUpperA);
-  ahead(5);
-  tile::gemm<T>(kChunk, d.mp, d.cp, k, d.cp, r_state, d.mp, w.rows, d.mp, true);
+  tile::gemm<T>(kChunk, d.mp, kChunk, sq, kChunk, g, d.mp, w.rows, d.mp, false, Shape::kUpperA, &w.ahead);
+  tile::gemm<T>(kChunk, d.mp, d.cp, k, d.cp, r_state, d.mp, w.rows, d.mp, true, Shape::kFull, &w.ahead);
   for (int64_t r = 0; r < rows; ++r) {
     scalar_t* dst = rows_of(a.dv, d, head, t0 + r, d.m);
     for (int64_t c = 0; c < d.m; ++c) dst[c] = static_cast<scalar_t>(w.rows[r * d.mp + c]);
   }
-  cpu::add_to_state(d, q, w.qt, g, w.gz, r_state);
+  cpu::add_to_state(d, q, w.qt, g, w.gz, r_state, &w.ahead);
+  w.ahead.drain();
 }
 
 template <typename scalar_t, typename T>
@@ -177,21 +167,23 @@ void totals(const Dims& d, const Args<scalar_t, T>& a, StateKind kind, int64_t h
   Workspace<T> w(d);
   for (int64_t t0 = first * kChunk; t0 < std::min(d.n, last * kChunk); t0 += kChunk) {
     const int64_t rows = std::min(kChunk, d.n - t0);
-    prefetch_chunk(d, a, head, t0 + 2 * kChunk, kind == StateKind::kQueryGrad ? kQ | kGrad : kK | kV);
+    prefetch_chunk(d, a, head, t0 + 2 * kChunk, kind == StateKind::kQueryGrad ? kQ | kGrad : kK | kV, w.ahead);
     if (kind == StateKind::kQueryGrad) {
       const T* q = cpu::pack(rows_of(a.q, d, head, t0, d.c), rows, d.c, d.cp, w.q, w.qt);
       const T* g = pack_grad(d, a, head, t0, w, false);
-      cpu::add_to_state(d, q, w.qt, g, w.gz, state);
+      cpu::add_to_state(d, q, w.qt, g, w.gz, state, &w.ahead);
+      w.ahead.drain();
       continue;
     }
     const bool value_major = kind == StateKind::kValueKey;
     const T* k = cpu::pack(rows_of(a.k, d, head, t0, d.c), rows, d.c, d.cp, w.k, value_major ? nullptr : w.kt);
     const T* v = cpu::pack(rows_of(a.v, d, head, t0, d.m), rows, d.m, d.mp, w.v, value_major ? w.vt : nullptr);
     if (value_major) {
-      cpu::add_to_value_major_state(d, w.vt, k, state);
+      cpu::add_to_value_major_state(d, w.vt, k, state, &w.ahead);
     } else {
-      cpu::add_to_state(d, k, w.kt, v, static_cast<const T*>(nullptr), state);
+      cpu::add_to_state(d, k, w.kt, v, static_cast<const T*>(nullptr), state, &w.ahead);
     }
+    w.ahead.drain();
   }
 }
 

@@ -10,6 +10,8 @@
 // enclosing target region) and streams rows of B through it.
 #pragma once
 
+#include "causal_product_prefetch.h"
+
 #if !defined(LINTF_VECTOR_BYTES) || !defined(LINTF_ROW_BLOCK)
 #error "define LINTF_VECTOR_BYTES and LINTF_ROW_BLOCK before including causal_product_tile.h"
 #endif
@@ -120,9 +122,10 @@ inline void block_rows(int64_t rows, int64_t depth, const T* a, int64_t lda, con
 
 // C[m x n] (+)= A[m x depth] B[depth x n], n a multiple of kColBlock<T>; `shape` skips the
 // blocks (down to single vectors of columns) that the causal mask makes unnecessary (see Shape).
+// After every register block it lets `ahead` (when given) ask for a few more lines.
 template <typename T>
 void gemm(int64_t m, int64_t n, int64_t depth, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-          int64_t ldc, bool accumulate, Shape shape = Shape::kFull) {
+          int64_t ldc, bool accumulate, Shape shape = Shape::kFull, PrefetchQueue* ahead = nullptr) {
   constexpr int64_t kW = kWidth<T>;
   for (int64_t i0 = 0; i0 < m; i0 += kRowBlock) {
     const int64_t rows = std::min<int64_t>(kRowBlock, m - i0);
@@ -141,6 +144,7 @@ void gemm(int64_t m, int64_t n, int64_t depth, const T* a, int64_t lda, const T*
       } else {
         block_rows<kRowBlock, 2, T>(rows, p_end - p_begin, a_rows, lda, b_rows + j, ldb, c_block, ldc, accumulate);
       }
+      if (ahead != nullptr) ahead->issue();
     }
   }
 }

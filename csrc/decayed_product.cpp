@@ -7,6 +7,7 @@
 // (LINTF_CPU_PATH, else the widest this CPU runs). The Python side (fake and autograd rules) is
 // lintf/ops/decayed_op.py.
 #include "causal_product.h"
+#include "cpu_output.h"
 #include "decayed_product.h"
 
 #include <ATen/Dispatch.h>
@@ -89,7 +90,7 @@ std::tuple<at::Tensor, at::Tensor> decayed_product_cpu(const at::Tensor& q, cons
   const Path& path = selected_path();
   const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), lc = log_decay.contiguous();
   const auto s0 = contiguous_or_undefined(initial_state);
-  auto out = at::empty(vc.sizes(), vc.options());
+  auto out = cpu::output(vc.sizes(), vc.options());
   auto final_state = state_like(qc, vc);
   if (q.numel() == 0 || v.numel() == 0) {
     out.zero_();  // not empty only when C == 0: every output is an empty sum
@@ -117,8 +118,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> decayed_p
   const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), lc = log_decay.contiguous();
   const auto gc = grad_out.to(vc.scalar_type()).contiguous();
   const auto s0 = contiguous_or_undefined(initial_state), gs = contiguous_or_undefined(grad_state);
-  auto dq = at::empty(qc.sizes(), qc.options()), dk = at::empty(kc.sizes(), kc.options());
-  auto dv = at::empty(vc.sizes(), vc.options()), d_log_decay = at::empty(lc.sizes(), lc.options());
+  auto dq = cpu::output(qc.sizes(), qc.options()), dk = cpu::output(kc.sizes(), kc.options());
+  auto dv = cpu::output(vc.sizes(), vc.options()), d_log_decay = at::empty(lc.sizes(), lc.options());
   auto d_state0 = state_like(qc, vc);
   if (q.numel() == 0 || v.numel() == 0) {  // only the final state's gradient reaches the initial state
     dq.zero_(), dk.zero_(), dv.zero_(), d_log_decay.zero_();
