@@ -10,12 +10,14 @@ one), "lintf op [<path>]" (the op with LINTF_CPU_PATH forcing a narrower vector 
 while its O(N^2) time fits) and "fast-transformers" (pytorch-fast-transformers 0.4.0, imported only
 here, when installed: its CPU `causal_dot_product` plus its normaliser computed in PyTorch the way
 its CausalLinearAttention does). Times: median of 7 calls (3 when a call takes over half a second)
-after a warm-up call. GFLOP/s count the minimal work, 4NCM per head forward and 12NCM
-forward+backward, against an fp32 matmul (2048^2) measured in the same run with the same number
-of threads. Memory: peak extra resident MB of one call over its inputs (outputs and gradients
-included), in a child process whose glibc returns freed blocks to the OS at once. "first touch"
-times filling a fresh output-sized tensor with 4 KB pages and with 2 MB pages (MADV_HUGEPAGE), the
-cost the op's outputs pay before any arithmetic. Writes benchmarks/results/causal_product.{md,png}.
+after a warm-up call, the thread counts taking turns call by call. GFLOP/s count the minimal work,
+4NCM per head forward and 12NCM forward+backward, against an fp32 matmul (2048^2) measured in the
+same run with the same number of threads. Memory: peak extra resident MB of one call over its
+inputs (outputs and gradients included), in a child process whose glibc returns freed blocks to
+the OS at once. "first touch" times filling a fresh output-sized tensor with 4 KB pages and with
+2 MB pages (MADV_HUGEPAGE), the cost the op's outputs pay before any arithmetic; the memory read
+bandwidth (summing 128 MB) bounds how fast inputs and outputs can move at all.
+Writes benchmarks/results/causal_product.{md,png}.
 """
 
 from __future__ import annotations
@@ -143,6 +145,14 @@ def matmul_gflops(threads: int, size: int = 2048) -> float:
     return 2 * size**3 / seconds(lambda: a @ b) / 1e9
 
 
+def read_gbs(threads: int, megabytes: int = 128) -> float:
+    """Memory read bandwidth in GB/s with `threads` threads: the median time to sum an fp32 tensor of
+    `megabytes` MB, many times the caches."""
+    torch.set_num_threads(threads)
+    x = torch.ones(megabytes * 2**20 // 4)
+    return x.nbytes / seconds(lambda: x.sum()) / 1e9
+
+
 def first_touch_ms(threads: int, huge_pages: bool, n: int = 16384) -> float:
     """Median ms to allocate and fill a fresh (1, H, n, M) fp32 tensor, with 4 KB or 2 MB pages."""
     torch.set_num_threads(threads)
@@ -181,29 +191,51 @@ def memory_in_child(lengths: list[int]) -> dict[str, float]:
     return result
 
 
+def seconds_per_thread_count(fn: Callable[[], object], threads: list[int], repeats: int = 7) -> dict[int, float]:
+    """Median wall time of `fn` per thread count. The counts take turns call by call (after one warm-up
+    call each), so a change in the machine's load during the measurement weighs on all of them alike;
+    3 rounds instead of `repeats` when a call takes over half a second."""
+    slow = False
+    for n_threads in threads:
+        torch.set_num_threads(n_threads)
+        start = time.perf_counter()
+        fn()
+        slow |= time.perf_counter() - start > 0.5
+    times: dict[int, list[float]] = {t: [] for t in threads}
+    for _ in range(3 if slow else repeats):
+        for n_threads in threads:
+            torch.set_num_threads(n_threads)
+            start = time.perf_counter()
+            fn()
+            times[n_threads].append(time.perf_counter() - start)
+    return {t: statistics.median(v) for t, v in times.items()}
+
+
 def measure(impls: dict[str, Fn], lengths: list[int], threads: list[int], memory: dict[str, float],
             peaks: dict[int, float]) -> list[dict]:
     """One row per (threads, N, implementation) with times, GFLOP/s, % of the matmul peak and memory."""
-    rows = []
-    for n_threads in threads:
-        torch.set_num_threads(n_threads)
-        for n in lengths:
-            for name, fn in impls.items():
-                if name == "sdpa" and n > SDPA_MAX_N:
-                    continue
-                row = {"threads": n_threads, "N": n, "impl": name}
-                for mode, backward in (("fwd", False), ("fwd+bwd", True)):
-                    tensors = inputs(n, backward)
-                    row[f"{mode} ms"] = 1e3 * seconds(lambda: run_once(fn, tensors, backward))
+    rows = {}
+    for n in lengths:
+        for name, fn in impls.items():
+            if name == "sdpa" and n > SDPA_MAX_N:
+                continue
+            for mode, backward in (("fwd", False), ("fwd+bwd", True)):
+                tensors = inputs(n, backward)
+                per_threads = seconds_per_thread_count(lambda: run_once(fn, tensors, backward), threads)
+                for n_threads, wall in per_threads.items():
+                    row = rows.setdefault((n_threads, n, name), {"threads": n_threads, "N": n, "impl": name})
+                    row[f"{mode} ms"] = 1e3 * wall
                     row[f"{mode} MB"] = memory[f"{name}|{n}|{mode}"]
+            for n_threads in threads:
+                row = rows[(n_threads, n, name)]
                 flops = 4 * n * DIM * DIM * HEADS
                 row["fwd GFLOP/s"] = flops / row["fwd ms"] / 1e6
                 row["fwd+bwd GFLOP/s"] = 3 * flops / row["fwd+bwd ms"] / 1e6
                 for mode in ("fwd", "fwd+bwd"):
                     row[f"{mode} % peak"] = 100 * row[f"{mode} GFLOP/s"] / peaks[n_threads]
-                rows.append(row)
                 print(row, flush=True)
-    return rows
+    order = {name: i for i, name in enumerate(impls)}
+    return sorted(rows.values(), key=lambda r: (threads.index(r["threads"]), r["N"], order[r["impl"]]))
 
 
 def table(rows: list[dict], n_threads: int) -> str:
@@ -292,6 +324,7 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     peaks = {t: matmul_gflops(t) for t in args.threads}
     touch = {(t, huge): first_touch_ms(t, huge) for t in args.threads for huge in (False, True)}
+    bandwidth = {t: read_gbs(t) for t in args.threads}
     rows = measure(impls, args.lengths, args.threads, memory, peaks)
     load_after = os.getloadavg()[0]
     n_ref = 16384 if 16384 in args.lengths else args.lengths[-1]
@@ -306,7 +339,9 @@ def main() -> None:
         "- fp32 matmul (2048^2): " + ", ".join(f"{peaks[t]:.1f} GFLOP/s on {t} thread(s)" for t in args.threads) + "\n",
         "- first touch of a fresh 32 MB output (allocate + fill): " + ", ".join(
             f"{touch[(t, False)]:.1f} ms with 4 KB pages / {touch[(t, True)]:.1f} ms with 2 MB pages on {t} thread(s)"
-            for t in args.threads) + "\n\n",
+            for t in args.threads) + "\n",
+        "- memory read bandwidth (sum of 128 MB): " + ", ".join(
+            f"{bandwidth[t]:.1f} GB/s on {t} thread(s)" for t in args.threads) + "\n\n",
         "Times are medians; % peak is against the matmul with the same number of threads. Memory: peak extra "
         "resident MB of one call over its inputs.\n",
         f"\n## Thread scaling at N={n_ref}\n\n" + "\n".join(scaling(rows, n_ref, args.threads, peaks)) + "\n",

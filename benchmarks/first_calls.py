@@ -7,7 +7,7 @@ are fresh memory each call, and the kernel's page faults, taken by several threa
 cost more than the arithmetic. For each thread count a new Python process (the op loaded, nothing
 else run) times its first `calls` forward calls and then `calls` forward+backward calls, B=1,
 H=8, C=M=64, fp32, printing each call's wall time and the process's system (kernel) time during it.
-Writes benchmarks/results/first_calls.md.
+Writes benchmarks/results/first_calls.md (or --out DIR).
 """
 
 from __future__ import annotations
@@ -88,6 +88,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=16384, help="sequence length")
     parser.add_argument("--calls", type=int, default=14, help="calls timed per mode")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts, one process each")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="directory for first_calls.md")
     parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -100,8 +101,8 @@ def main() -> None:
         done = subprocess.run(command, env=module_environment(), capture_output=True, text=True, check=True)
         runs[threads] = json.loads(done.stdout.strip().splitlines()[-1])
     text = report(args.n, args.calls, runs)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "first_calls.md").write_text(text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "first_calls.md").write_text(text)
     print(text)
 
 
