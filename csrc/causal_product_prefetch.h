@@ -3,7 +3,7 @@
 // A chunk's rows of q, k, v (and the output gradient) are fetched from DRAM while an earlier chunk
 // computes, instead of stalling the packing loads. Asking for all of a chunk's lines at once
 // (128 or more) fills the core's line-fill buffers and stalls it until most have arrived, so the
-// queue hands out a few lines at a time: tile::gemm calls `issue` after every register block, and
+// queue hands out a few lines at a time: tile::gemm calls `request` after every register block, and
 // each call asks for the queued lines divided by the number of calls the previous chunk made.
 // Included by causal_product_tile.h inside the vector path's target region; internal linkage.
 #pragma once
@@ -26,7 +26,7 @@ class PrefetchQueue {
     ++count_;
   }
 
-  // Starts spreading what is queued over the issue() calls to come, as many as the last chunk made.
+  // Starts spreading what is queued over the request() calls to come, as many as the last chunk made.
   void start() {
     const int64_t calls = calls_last_ > 0 ? calls_last_ : kFirstCalls;
     per_call_ = (lines_ + calls - 1) / calls;
@@ -34,14 +34,14 @@ class PrefetchQueue {
   }
 
   // Asks for the next few lines; tile::gemm calls it after every register block.
-  void issue() {
+  void request() {
     ++calls_;
-    issue(per_call_);
+    request(per_call_);
   }
 
   // Asks for everything still queued and empties the queue.
   void drain() {
-    issue(lines_);
+    request(lines_);
     calls_last_ = calls_;
     count_ = current_ = 0;
     lines_ = per_call_ = 0;
@@ -51,7 +51,7 @@ class PrefetchQueue {
   static constexpr int kMaxRanges = 8;
   static constexpr int64_t kFirstCalls = 16;  // before any chunk has been counted
 
-  void issue(int64_t lines) {
+  void request(int64_t lines) {
     const char* last = nullptr;
     while (lines > 0 && current_ < count_) {
       const char*& next = next_[current_];

@@ -144,7 +144,7 @@ void gemm(int64_t m, int64_t n, int64_t depth, const T* a, int64_t lda, const T*
       } else {
         block_rows<kRowBlock, 2, T>(rows, p_end - p_begin, a_rows, lda, b_rows + j, ldb, c_block, ldc, accumulate);
       }
-      if (ahead != nullptr) ahead->issue();
+      if (ahead != nullptr) ahead->request();
     }
   }
 }
