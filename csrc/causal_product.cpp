@@ -17,6 +17,13 @@ using cpu::Args;
 using cpu::Dims;
 using cpu::output;
 
+// Gradients (dq, dk, dv) from this size on are written with streaming stores (cpu::write_row):
+// larger than a core's L2, they leave the caches before anyone reads them, and the backward, which
+// reads five inputs while writing three outputs, measured 8-11% faster without the line fetches of
+// plain stores (B=1, H=8, N=16384, 1 and 2 threads). The forward's one output measured no faster
+// streamed (2 threads: slower), so it is stored plainly and may stay cached for its consumer.
+constexpr size_t kStreamedOutputBytes = size_t(4) << 20;
+
 template <typename T>
 Dims dims_of(const cpu::VectorPath& path, const at::Tensor& q, const at::Tensor& v) {
   return Dims(q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), path.col_block<T>());
@@ -136,6 +143,7 @@ BackwardResult causal_product_backward_cpu(const at::Tensor& grad_out, const at:
     a.den = normalize ? dc.data_ptr<T>() : nullptr;
     a.dq = dq.data_ptr<scalar_t>(), a.dk = dk.data_ptr<scalar_t>(), a.dv = dv.data_ptr<scalar_t>();
     a.normalize = normalize;
+    a.stream_outputs = dq.nbytes() >= kStreamedOutputBytes;
     a.kv0 = data_or_null<T>(kv0), a.z0 = data_or_null<T>(z0);
     a.grad_kv = data_or_null<T>(gkv), a.grad_z = data_or_null<T>(gz);
     a.state_kv = dkv0.data_ptr<T>(), a.state_z = dz0.data_ptr<T>();

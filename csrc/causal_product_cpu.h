@@ -141,6 +141,21 @@ const T* pack_grad(const scalar_t* grad, const scalar_t* out, const T* den, int6
   return g;
 }
 
+// Writes n values of an accumulation-dtype row (vector-aligned scratch) to an output row. With
+// `streamed`, an fp32 or fp64 row that starts on a vector boundary bypasses the caches
+// (tile::stream): an output larger than the caches is written once and read by nobody before it
+// leaves them, so fetching its lines first, as plain stores do, would only cost bandwidth.
+template <typename scalar_t, typename T>
+void write_row(scalar_t* dst, const T* row, int64_t n, bool streamed) {
+  if constexpr (std::is_same_v<scalar_t, T>) {
+    if (streamed && n % kWidth<T> == 0 && reinterpret_cast<std::uintptr_t>(dst) % tile::kVectorBytes == 0) {
+      for (int64_t c = 0; c < n; c += kWidth<T>) tile::stream<T>(dst + c, tile::load<T>(row + c));
+      return;
+    }
+  }
+  for (int64_t c = 0; c < n; ++c) dst[c] = static_cast<scalar_t>(row[c]);
+}
+
 // Applies the causal mask to a kChunk x kChunk tile: keeps j <= i (lower) or j >= i (upper),
 // zeroes the rest (including blocks a triangular gemm skipped, whatever they hold), adds the
 // optional per-row / per-column bias to kept entries and writes the kept row sums to row_sums.

@@ -21,6 +21,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#endif
+
 namespace lintf::cpu {
 
 constexpr int64_t kChunk = 32;  // positions per chunk: the unit of every sweep
@@ -56,6 +60,7 @@ struct Args {
   T *state_kv = nullptr, *state_z = nullptr;         // forward: final state; backward: initial state's gradient
   T eps = 0;
   bool normalize = false;
+  bool stream_outputs = false;  // backward: gradients too large for the caches, streamed past them
 };
 
 // Which running state a sweep carries: sum k v^T (C x M) and sum k for the forward, the same

@@ -73,15 +73,13 @@ void forward_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int6
   tile::gemm<T>(kChunk, d.mp, kChunk, w.square, kChunk, v, d.mp, num, d.mp, false, Shape::kLowerA, &w.ahead);
   tile::gemm<T>(kChunk, d.mp, d.cp, q, d.cp, s, d.mp, num, d.mp, true, Shape::kFull, &w.ahead);
   for (int64_t r = 0; r < rows; ++r) {
-    const T* row = num + r * d.mp;
-    scalar_t* dst = rows_of(a.result, d, head, t0 + r, d.m);
+    T* row = num + r * d.mp;
     if (a.normalize) {
       const T den = w.den[r] + a.eps + tile::dot<T>(q + r * d.cp, z, d.cp);
       a.den_out[head * d.n + t0 + r] = den;
-      for (int64_t c = 0; c < d.m; ++c) dst[c] = static_cast<scalar_t>(row[c] / den);
-    } else {
-      for (int64_t c = 0; c < d.m; ++c) dst[c] = static_cast<scalar_t>(row[c]);
+      for (int64_t c = 0; c < d.m; ++c) row[c] /= den;
     }
+    cpu::write_row(rows_of(a.result, d, head, t0 + r, d.m), row, d.m, a.stream_outputs);
   }
   cpu::add_to_state(d, k, w.kt, v, static_cast<const T*>(nullptr), s, &w.ahead);
   w.ahead.drain();
@@ -101,8 +99,9 @@ void dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t
   tile::gemm<T>(kChunk, d.cp, kChunk, w.square, kChunk, k, d.cp, dq, d.cp, false, Shape::kLowerA, &w.ahead);
   tile::gemm<T>(kChunk, d.cp, d.mp, g, d.mp, st, d.cp, dq, d.cp, true, Shape::kFull, &w.ahead);
   for (int64_t r = 0; r < rows; ++r) {
-    scalar_t* dst = rows_of(a.dq, d, head, t0 + r, d.c);
-    for (int64_t c = 0; c < d.c; ++c) dst[c] = static_cast<scalar_t>(dq[r * d.cp + c] + w.gz[r] * z[c]);
+    T* row = dq + r * d.cp;
+    for (int64_t c = 0; c < d.c; ++c) row[c] += w.gz[r] * z[c];
+    cpu::write_row(rows_of(a.dq, d, head, t0 + r, d.c), row, d.c, a.stream_outputs);
   }
   cpu::add_to_value_major_state(d, w.vt, k, st, &w.ahead);
   w.ahead.drain();
@@ -126,17 +125,17 @@ void dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t
   tile::gemm<T>(d.cp, kChunk, d.mp, r_state, d.mp, w.vt, kChunk, w.cols, kChunk, false, Shape::kFull, &w.ahead);
   cpu::transpose(w.cols, d.cp, kChunk, w.kt);  // V R^T: kChunk x cp (kt is free in this sweep)
   for (int64_t r = 0; r < rows; ++r) {
-    scalar_t* dst = rows_of(a.dk, d, head, t0 + r, d.c);
-    const T *intra = w.rows + r * d.cp, *inter = w.kt + r * d.cp;
-    for (int64_t c = 0; c < d.c; ++c) dst[c] = static_cast<scalar_t>(intra[c] + inter[c] + r_ones[c]);
+    T* row = w.rows + r * d.cp;
+    const T* inter = w.kt + r * d.cp;
+    for (int64_t c = 0; c < d.c; ++c) row[c] = row[c] + inter[c] + r_ones[c];
+    cpu::write_row(rows_of(a.dk, d, head, t0 + r, d.c), row, d.c, a.stream_outputs);
   }
   tile::gemm<T>(kChunk, kChunk, d.cp, k, d.cp, w.qt, kChunk, sq, kChunk, false, Shape::kUpperOut, &w.ahead);
   cpu::mask<T>(sq, false, nullptr, nullptr, nullptr);
   tile::gemm<T>(kChunk, d.mp, kChunk, sq, kChunk, g, d.mp, w.rows, d.mp, false, Shape::kUpperA, &w.ahead);
   tile::gemm<T>(kChunk, d.mp, d.cp, k, d.cp, r_state, d.mp, w.rows, d.mp, true, Shape::kFull, &w.ahead);
   for (int64_t r = 0; r < rows; ++r) {
-    scalar_t* dst = rows_of(a.dv, d, head, t0 + r, d.m);
-    for (int64_t c = 0; c < d.m; ++c) dst[c] = static_cast<scalar_t>(w.rows[r * d.mp + c]);
+    cpu::write_row(rows_of(a.dv, d, head, t0 + r, d.m), w.rows + r * d.mp, d.m, a.stream_outputs);
   }
   cpu::add_to_state(d, q, w.qt, g, w.gz, r_state, &w.ahead);
   w.ahead.drain();
@@ -146,18 +145,21 @@ template <typename scalar_t, typename T>
 void forward(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t first, int64_t last, T* state) {
   Workspace<T> w(d);
   for (int64_t chunk = first; chunk < last; ++chunk) forward_chunk(d, a, head, chunk * kChunk, w, state);
+  tile::fence();
 }
 
 template <typename scalar_t, typename T>
 void dq(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t first, int64_t last, T* state) {
   Workspace<T> w(d);
   for (int64_t chunk = first; chunk < last; ++chunk) dq_chunk(d, a, head, chunk * kChunk, w, state);
+  tile::fence();
 }
 
 template <typename scalar_t, typename T>
 void dkdv(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t first, int64_t last, T* state) {
   Workspace<T> w(d);
   for (int64_t chunk = last - 1; chunk >= first; --chunk) dkdv_chunk(d, a, head, chunk * kChunk, w, state);
+  tile::fence();
 }
 
 // What chunks [first, last) add to a running state of `kind`; the order of the chunks does not matter.

@@ -58,6 +58,31 @@ inline void store(T* p, const Vec<T>& x) {
   std::memcpy(p, &x, sizeof(x));
 }
 
+// Stores x at p (vector-aligned) without reading p's cache line first and without keeping it in
+// the caches: for output rows written once. Needs fence() before other threads read them.
+template <typename T>
+inline void stream(T* p, const Vec<T>& x) {
+#if (defined(__x86_64__) || defined(_M_X64)) && LINTF_VECTOR_BYTES == 64
+  if constexpr (sizeof(T) == 4) _mm512_stream_ps(p, reinterpret_cast<const __m512&>(x));
+  else _mm512_stream_pd(p, reinterpret_cast<const __m512d&>(x));
+#elif (defined(__x86_64__) || defined(_M_X64)) && LINTF_VECTOR_BYTES == 32
+  if constexpr (sizeof(T) == 4) _mm256_stream_ps(p, reinterpret_cast<const __m256&>(x));
+  else _mm256_stream_pd(p, reinterpret_cast<const __m256d&>(x));
+#elif (defined(__x86_64__) || defined(_M_X64)) && LINTF_VECTOR_BYTES == 16
+  if constexpr (sizeof(T) == 4) _mm_stream_ps(p, reinterpret_cast<const __m128&>(x));
+  else _mm_stream_pd(p, reinterpret_cast<const __m128d&>(x));
+#else
+  store<T>(p, x);
+#endif
+}
+
+// Orders the stream() stores before whatever this thread does next (a no-op off x86).
+inline void fence() {
+#if defined(__x86_64__) || defined(_M_X64)
+  _mm_sfence();
+#endif
+}
+
 template <typename T>
 inline T horizontal_sum(const Vec<T>& x) {
   T sum = 0;
