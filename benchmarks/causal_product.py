@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import json
 import os
 import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
 
@@ -40,7 +41,7 @@ import torch.nn.functional as F
 from lintf.ops import LinearAttentionState, _ext, causal_linear_attention, compiled_op_available
 from lintf.ops.fallback import causal_linear_attention_pytorch
 
-from benchmarks.measure import peak_extra_mb, run_isolated
+from benchmarks.measure import peak_extra_mb, run_isolated, seconds_per_thread_count
 
 HEADS, DIM = 8, 64
 SDPA_MAX_N = 16384  # its O(N^2) fwd+bwd takes ~a minute per call beyond this on one core
@@ -169,18 +170,25 @@ def first_touch_ms(threads: int, huge_pages: bool, n: int = 16384) -> float:
     return 1e3 * seconds(fill)
 
 
-def measure_memory(impls: dict[str, Fn], lengths: list[int]) -> dict[str, float]:
-    """Peak extra MiB per "impl|N|mode"; run it in a process started with MALLOC_MMAP_THRESHOLD_ set."""
-    torch.set_num_threads(1)
-    peaks = {}
+def cases(impls: dict[str, Fn], lengths: list[int]) -> Iterator[tuple[int, str, str, Callable[[], None]]]:
+    """(N, implementation, mode, one call on fresh inputs) for every measured combination; SDPA only
+    while its O(N^2) time fits."""
     for n in lengths:
         for name, fn in impls.items():
             if name == "sdpa" and n > SDPA_MAX_N:
                 continue
             for mode, backward in (("fwd", False), ("fwd+bwd", True)):
                 tensors = inputs(n, backward)
-                run_once(fn, tensors, backward)  # warm-up: lazy initialisation is not the op's memory
-                peaks[f"{name}|{n}|{mode}"] = peak_extra_mb(lambda: run_once(fn, tensors, backward))
+                yield n, name, mode, functools.partial(run_once, fn, tensors, backward)
+
+
+def measure_memory(impls: dict[str, Fn], lengths: list[int]) -> dict[str, float]:
+    """Peak extra MiB per "impl|N|mode"; run it in a process started with MALLOC_MMAP_THRESHOLD_ set."""
+    torch.set_num_threads(1)
+    peaks = {}
+    for n, name, mode, call in cases(impls, lengths):
+        call()  # warm-up: lazy initialisation is not the op's memory
+        peaks[f"{name}|{n}|{mode}"] = peak_extra_mb(call)
     return peaks
 
 
@@ -191,49 +199,28 @@ def memory_in_child(lengths: list[int]) -> dict[str, float]:
     return result
 
 
-def seconds_per_thread_count(fn: Callable[[], object], threads: list[int], repeats: int = 7) -> dict[int, float]:
-    """Median wall time of `fn` per thread count. The counts take turns call by call (after one warm-up
-    call each), so a change in the machine's load during the measurement weighs on all of them alike;
-    3 rounds instead of `repeats` when a call takes over half a second."""
-    slow = False
-    for n_threads in threads:
-        torch.set_num_threads(n_threads)
-        start = time.perf_counter()
-        fn()
-        slow |= time.perf_counter() - start > 0.5
-    times: dict[int, list[float]] = {t: [] for t in threads}
-    for _ in range(3 if slow else repeats):
-        for n_threads in threads:
-            torch.set_num_threads(n_threads)
-            start = time.perf_counter()
-            fn()
-            times[n_threads].append(time.perf_counter() - start)
-    return {t: statistics.median(v) for t, v in times.items()}
+def with_rates(row: dict, peak: float) -> dict:
+    """Adds GFLOP/s (minimal work: 4NCM per head forward, three times that forward+backward) and % of peak."""
+    flops = 4 * row["N"] * DIM * DIM * HEADS
+    row["fwd GFLOP/s"] = flops / row["fwd ms"] / 1e6
+    row["fwd+bwd GFLOP/s"] = 3 * flops / row["fwd+bwd ms"] / 1e6
+    for mode in ("fwd", "fwd+bwd"):
+        row[f"{mode} % peak"] = 100 * row[f"{mode} GFLOP/s"] / peak
+    return row
 
 
 def measure(impls: dict[str, Fn], lengths: list[int], threads: list[int], memory: dict[str, float],
             peaks: dict[int, float]) -> list[dict]:
     """One row per (threads, N, implementation) with times, GFLOP/s, % of the matmul peak and memory."""
     rows = {}
-    for n in lengths:
-        for name, fn in impls.items():
-            if name == "sdpa" and n > SDPA_MAX_N:
-                continue
-            for mode, backward in (("fwd", False), ("fwd+bwd", True)):
-                tensors = inputs(n, backward)
-                per_threads = seconds_per_thread_count(lambda: run_once(fn, tensors, backward), threads)
-                for n_threads, wall in per_threads.items():
-                    row = rows.setdefault((n_threads, n, name), {"threads": n_threads, "N": n, "impl": name})
-                    row[f"{mode} ms"] = 1e3 * wall
-                    row[f"{mode} MB"] = memory[f"{name}|{n}|{mode}"]
+    for n, name, mode, call in cases(impls, lengths):
+        for n_threads, wall in seconds_per_thread_count(call, threads).items():
+            row = rows.setdefault((n_threads, n, name), {"threads": n_threads, "N": n, "impl": name})
+            row[f"{mode} ms"] = 1e3 * wall
+            row[f"{mode} MB"] = memory[f"{name}|{n}|{mode}"]
+        if mode == "fwd+bwd":
             for n_threads in threads:
-                row = rows[(n_threads, n, name)]
-                flops = 4 * n * DIM * DIM * HEADS
-                row["fwd GFLOP/s"] = flops / row["fwd ms"] / 1e6
-                row["fwd+bwd GFLOP/s"] = 3 * flops / row["fwd+bwd ms"] / 1e6
-                for mode in ("fwd", "fwd+bwd"):
-                    row[f"{mode} % peak"] = 100 * row[f"{mode} GFLOP/s"] / peaks[n_threads]
-                print(row, flush=True)
+                print(with_rates(rows[(n_threads, n, name)], peaks[n_threads]), flush=True)
     order = {name: i for i, name in enumerate(impls)}
     return sorted(rows.values(), key=lambda r: (threads.index(r["threads"]), r["N"], order[r["impl"]]))
 

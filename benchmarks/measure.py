@@ -95,3 +95,25 @@ def write_report(out: str | Path, name: str, lines: list[str], payload: dict[str
     (out / f"{name}.md").write_text("\n".join(lines) + "\n")
     (out / f"{name}.json").write_text(json.dumps(payload, indent=2))
     print("\n".join(lines))
+
+
+def seconds_per_thread_count(fn: Callable[[], Any], threads: list[int], repeats: int = 7) -> dict[int, float]:
+    """Median wall seconds of `fn` per torch thread count. The counts take turns call by call (after one
+    warm-up call each), so a change in the machine's load during the measurement weighs on all of
+    them alike; 3 rounds instead of `repeats` when a call takes over half a second."""
+    import torch
+
+    slow = False
+    for n_threads in threads:
+        torch.set_num_threads(n_threads)
+        start = time.perf_counter()
+        fn()
+        slow |= time.perf_counter() - start > 0.5
+    times: dict[int, list[float]] = {t: [] for t in threads}
+    for _ in range(3 if slow else repeats):
+        for n_threads in threads:
+            torch.set_num_threads(n_threads)
+            start = time.perf_counter()
+            fn()
+            times[n_threads].append(time.perf_counter() - start)
+    return {t: statistics.median(v) for t, v in times.items()}

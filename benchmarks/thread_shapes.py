@@ -6,14 +6,12 @@ For each (B, H, N) with C=M=64, fp32, q and k elu+1 feature maps: the median for
 forward+backward time on one thread and on `--threads` threads, the two counts taking turns call
 by call (41 rounds for small shapes, 9 for large, after a warm-up call each). Shapes with fewer
 heads (B*H) than threads run the op's segment split; the rest one head per work item.
-Writes benchmarks/results/thread_shapes.md.
+Writes benchmarks/results/thread_shapes.md (or --out DIR).
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +19,8 @@ import torch
 import torch.nn.functional as F
 
 from lintf.ops import causal_linear_attention
+
+from benchmarks.measure import seconds_per_thread_count
 
 RESULTS = Path(__file__).parent / "results"
 SHAPES = [(1, 1, 256), (1, 1, 1024), (1, 1, 4096), (1, 1, 65536), (1, 2, 2048), (1, 3, 4096), (1, 8, 100),
@@ -42,24 +42,10 @@ def calls(b: int, h: int, n: int) -> tuple[Callable[[], None], Callable[[], None
     return forward, forward_backward
 
 
-def medians(fn: Callable[[], None], counts: tuple[int, int], rounds: int) -> dict[int, float]:
-    """Median ms per thread count, the counts taking turns call by call after a warm-up call each."""
-    times: dict[int, list[float]] = {t: [] for t in counts}
-    for threads in counts:
-        torch.set_num_threads(threads)
-        fn()
-    for _ in range(rounds):
-        for threads in counts:
-            torch.set_num_threads(threads)
-            start = time.perf_counter()
-            fn()
-            times[threads].append(time.perf_counter() - start)
-    return {t: 1e3 * statistics.median(v) for t, v in times.items()}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2, help="the thread count compared with one")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="directory for thread_shapes.md")
     args = parser.parse_args()
     counts = (1, args.threads)
     torch.manual_seed(0)
@@ -69,12 +55,13 @@ def main() -> None:
     for b, h, n in SHAPES:
         rounds = 9 if b * h * n >= 65536 else 41
         forward, forward_backward = calls(b, h, n)
-        fwd, both = medians(forward, counts, rounds), medians(forward_backward, counts, rounds)
+        fwd, both = ({t: 1e3 * s for t, s in seconds_per_thread_count(fn, list(counts), rounds).items()}
+                     for fn in (forward, forward_backward))
         lines.append(f"| {b} | {h} | {n} | {fwd[1]:.3f} / {fwd[args.threads]:.3f} | {fwd[1] / fwd[args.threads]:.2f}x "
                      f"| {both[1]:.3f} / {both[args.threads]:.3f} | {both[1] / both[args.threads]:.2f}x |")
         print(lines[-1], flush=True)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "thread_shapes.md").write_text("\n".join(lines) + "\n")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "thread_shapes.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
