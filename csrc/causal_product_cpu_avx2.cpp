@@ -2,22 +2,14 @@
 // and FMA with 32-byte vectors and 6-row register blocks (12 of the 16 vector registers hold the
 // block). Selected at run time only on CPUs that report both (causal_product_cpu_path.cpp).
 #include "causal_product_cpu_plan.h"
+#include "cpu_target.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #define LINTF_VECTOR_BYTES 32
 #define LINTF_ROW_BLOCK 6
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
+LINTF_TARGET_BEGIN("avx2,fma")
 #include "causal_product_sweeps.h"
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+LINTF_TARGET_END
 
 namespace lintf::cpu {
 const VectorPath* avx2_path() {

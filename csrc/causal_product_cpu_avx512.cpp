@@ -3,22 +3,14 @@
 // registers hold the block). Selected at run time only on CPUs that report AVX-512F
 // (causal_product_cpu_path.cpp); the rest of the library stays baseline x86-64.
 #include "causal_product_cpu_plan.h"
+#include "cpu_target.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #define LINTF_VECTOR_BYTES 64
 #define LINTF_ROW_BLOCK 8
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx2,fma")
-#endif
+LINTF_TARGET_BEGIN("avx512f,avx2,fma")
 #include "causal_product_sweeps.h"
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+LINTF_TARGET_END
 
 namespace lintf::cpu {
 const VectorPath* avx512_path() {

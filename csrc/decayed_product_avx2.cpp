@@ -2,22 +2,14 @@
 // like causal_product_cpu_avx2.cpp (32-byte vectors, 6-row register blocks), and run when the
 // causal product runs that path.
 #include "decayed_product.h"
+#include "cpu_target.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #define LINTF_VECTOR_BYTES 32
 #define LINTF_ROW_BLOCK 6
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
+LINTF_TARGET_BEGIN("avx2,fma")
 #include "decayed_product_sweeps.h"
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+LINTF_TARGET_END
 
 namespace lintf::decayed {
 const Path* avx2_path() {

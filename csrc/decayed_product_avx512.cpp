@@ -2,22 +2,14 @@
 // like causal_product_cpu_avx512.cpp (64-byte vectors, 8-row register blocks), and run when the
 // causal product runs that path.
 #include "decayed_product.h"
+#include "cpu_target.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #define LINTF_VECTOR_BYTES 64
 #define LINTF_ROW_BLOCK 8
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx2,fma")
-#endif
+LINTF_TARGET_BEGIN("avx512f,avx2,fma")
 #include "decayed_product_sweeps.h"
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+LINTF_TARGET_END
 
 namespace lintf::decayed {
 const Path* avx512_path() {
