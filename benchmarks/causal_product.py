@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from lintf.ops import LinearAttentionState, _ext, causal_linear_attention, compiled_op_available
 from lintf.ops.fallback import causal_linear_attention_pytorch
 
-from benchmarks.measure import peak_extra_mb, run_isolated, seconds_per_thread_count
+from benchmarks.measure import peak_extra_mb, positive_int, run_isolated, seconds_per_thread_count
 
 HEADS, DIM = 8, 64
 SDPA_MAX_N = 16384  # its O(N^2) fwd+bwd takes ~a minute per call beyond this on one core
@@ -297,8 +297,8 @@ def plot(rows: list[dict], threads: list[int], n_ref: int, path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384, 65536])
-    parser.add_argument("--threads", type=int, nargs="+", default=sorted({1, 2, os.cpu_count() or 1}))
+    parser.add_argument("--lengths", type=positive_int, nargs="+", default=[1024, 4096, 16384, 65536])
+    parser.add_argument("--threads", type=positive_int, nargs="+", default=sorted({1, 2, os.cpu_count() or 1}))
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()

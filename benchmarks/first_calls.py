@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.measure import module_environment
+from benchmarks.measure import module_environment, positive_int
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -85,9 +85,9 @@ def report(n: int, calls: int, runs: dict[int, dict[str, list[list[float]]]]) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=16384, help="sequence length")
-    parser.add_argument("--calls", type=int, default=14, help="calls timed per mode")
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts, one process each")
+    parser.add_argument("--n", type=positive_int, default=16384, help="sequence length")
+    parser.add_argument("--calls", type=positive_int, default=14, help="calls timed per mode")
+    parser.add_argument("--threads", type=positive_int, nargs="+", default=[1, 2], help="thread counts, one process each")
     parser.add_argument("--out", type=Path, default=RESULTS, help="directory for first_calls.md")
     parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -9,6 +9,7 @@ and resident memory tracks live tensors instead of glibc's cached free lists.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -117,3 +118,14 @@ def seconds_per_thread_count(fn: Callable[[], Any], threads: list[int], repeats:
             fn()
             times[n_threads].append(time.perf_counter() - start)
     return {t: statistics.median(v) for t, v in times.items()}
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1 (a length, a count of calls or threads)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not allowed: give a whole number of at least 1")
+    return value

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from lintf.ops import causal_linear_attention
 
-from benchmarks.measure import seconds_per_thread_count
+from benchmarks.measure import positive_int, seconds_per_thread_count
 
 RESULTS = Path(__file__).parent / "results"
 SHAPES = [(1, 1, 256), (1, 1, 1024), (1, 1, 4096), (1, 1, 65536), (1, 2, 2048), (1, 3, 4096), (1, 8, 100),
@@ -44,7 +44,7 @@ def calls(b: int, h: int, n: int) -> tuple[Callable[[], None], Callable[[], None
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=2, help="the thread count compared with one")
+    parser.add_argument("--threads", type=positive_int, default=2, help="the thread count compared with one")
     parser.add_argument("--out", type=Path, default=RESULTS, help="directory for thread_shapes.md")
     args = parser.parse_args()
     counts = (1, args.threads)

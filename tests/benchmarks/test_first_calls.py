@@ -1,4 +1,4 @@
-"""benchmarks.first_calls runs each thread count in its own process and tables every call."""
+"""benchmarks.first_calls tables each call of each process; the CPU benchmarks refuse counts below one."""
 
 import os
 import subprocess
@@ -27,3 +27,15 @@ def test_first_calls_tables_each_call_of_each_process(tmp_path):
             cells = row.strip("| ").split(" | ")[1:]
             assert len(cells) == 2 and all(float(c.split(" / ")[0]) > 0 for c in cells)
         assert f"Slowest {mode} call:" in section
+
+
+@pytest.mark.parametrize("module, arguments, message", [
+    ("benchmarks.first_calls", ["--calls", "0"], "argument --calls: 0 is not allowed: give a whole number of at least 1"),
+    ("benchmarks.first_calls", ["--threads", "1", "two"], "argument --threads: 'two' is not a whole number"),
+    ("benchmarks.thread_shapes", ["--threads", "-2"], "argument --threads: -2 is not allowed"),
+    ("benchmarks.causal_product", ["--lengths", "0"], "argument --lengths: 0 is not allowed"),
+])
+def test_counts_below_one_are_refused_before_measuring(module, arguments, message, tmp_path):
+    done = subprocess.run([sys.executable, "-m", module, *arguments], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 2 and message in done.stderr, done.stderr
