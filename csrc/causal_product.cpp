@@ -131,6 +131,8 @@ BackwardResult causal_product_backward_cpu(const at::Tensor& grad_out, const at:
        dv = output(vc.sizes(), vc.options());
   auto dkv0 = at::empty({q.size(0), q.size(1), q.size(3), v.size(3)}, vc.options().dtype(acc));
   auto dz0 = at::empty({q.size(0), q.size(1), q.size(3)}, vc.options().dtype(acc));
+  // gz per position, computed once from out by the dq sweep and read back by the dk/dv sweep
+  const auto saved_gz = normalize ? at::empty({q.size(0), q.size(1), q.size(2)}, vc.options().dtype(acc)) : at::Tensor();
   if (q.numel() == 0 || v.numel() == 0) {
     backward_without_kernel(kc, vc, gkv, gz, dq, dk, dv, dkv0, dz0);
     return {dq, dk, dv, dkv0, dz0};
@@ -141,6 +143,7 @@ BackwardResult causal_product_backward_cpu(const at::Tensor& grad_out, const at:
     a.grad = gc.data_ptr<scalar_t>();
     a.out = oc.data_ptr<scalar_t>();
     a.den = normalize ? dc.data_ptr<T>() : nullptr;
+    a.gz = normalize ? saved_gz.data_ptr<T>() : nullptr;
     a.dq = dq.data_ptr<scalar_t>(), a.dk = dk.data_ptr<scalar_t>(), a.dv = dv.data_ptr<scalar_t>();
     a.normalize = normalize;
     a.stream_outputs = dq.nbytes() >= kStreamedOutputBytes;

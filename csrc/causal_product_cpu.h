@@ -1,16 +1,16 @@
 // Chunk-level pieces of the CPU causal product: per-call workspace, packing of input rows into
-// padded fp32/fp64 tiles (and their transposes), the causal mask and the running-state updates.
+// padded fp32/fp64 tiles (and their transposes), output rows and the chunk-sum state updates.
 // Compiled once per vector path, inside its target region (see causal_product_cpu_plan.h);
 // internal linkage throughout.
 //
 // A chunk is kChunk consecutive positions of one (batch, head). Its rows are used in place when
 // they already form a tile (fp32/fp64, full chunk, feature width a multiple of the register
-// block), else packed into zero-padded tiles, so every product in the sweeps is a full-tile
-// tile::gemm and padded rows/columns contribute exact zeros.
+// block), else packed into zero-padded tiles, so the recurrence and tile::gemm run on full tiles
+// and padded rows/columns contribute exact zeros.
 #pragma once
 
 #include "causal_product_cpu_plan.h"
-#include "causal_product_tile.h"
+#include "causal_product_recurrence.h"
 
 namespace lintf::cpu {
 namespace {
@@ -20,24 +20,25 @@ using tile::kWidth;
 // Scratch tiles of one sweep, 64-byte aligned; the size is independent of N.
 template <typename T>
 struct Workspace {
-  T *q, *qt, *k, *kt, *v, *vt, *g, *gt, *o, *gz, *square, *rows, *cols, *den;
+  T *q, *qt, *k, *kt, *v, *vt, *g, *o, *gz, *rows, *cols;  // kChunk rows (gz: kChunk values)
+  T* state_t;  // mp x cp: the transposed suffix state the reverse sweep keeps beside the state
   tile::PrefetchQueue ahead;  // rows of a later chunk, asked for while this one computes
 
   explicit Workspace(const Dims& d) : buffer_(size(d)) {
     const int64_t wide = std::max(d.cp, d.mp);
-    const std::pair<T**, int64_t> slots[] = {{&q, d.cp},   {&qt, d.cp},  {&k, d.cp},  {&kt, d.cp},
-                                             {&v, d.mp},   {&vt, d.mp},  {&g, d.mp},  {&gt, d.mp},
-                                             {&o, d.mp},   {&gz, 1},     {&square, kChunk},
-                                             {&rows, wide}, {&cols, wide}, {&den, 1}};
+    const std::pair<T**, int64_t> slots[] = {{&q, d.cp}, {&qt, d.cp}, {&k, d.cp},   {&kt, d.cp},
+                                             {&v, d.mp}, {&vt, d.mp}, {&g, d.mp},   {&o, d.mp},
+                                             {&gz, 1},   {&rows, wide}, {&cols, wide}};
     T* next = buffer_.data();
     for (const auto& [slot, width] : slots) {
       *slot = next;
       next += kChunk * width;  // kChunk elements of fp32 or fp64 are a multiple of 64 bytes
     }
+    state_t = next;
   }
 
  private:
-  static int64_t size(const Dims& d) { return kChunk * (5 * d.cp + 5 * d.mp + 2 + kChunk + 2 * std::max(d.cp, d.mp)); }
+  static int64_t size(const Dims& d) { return kChunk * (4 * d.cp + 4 * d.mp + 1 + 2 * std::max(d.cp, d.mp)) + d.cp * d.mp; }
   AlignedBuffer<T> buffer_;
 };
 
@@ -115,30 +116,27 @@ const T* pack(const scalar_t* src, int64_t rows, int64_t cols, int64_t ld, T* bu
 }
 
 // Packs the output gradient as the sweeps consume it and returns that tile (w.g, or the input
-// itself when it already is one and there is no normaliser); its transpose goes to w.gt when asked.
+// itself when it already is one and there is no normaliser).
 // With the normaliser, out_i = a_i / d_i gives dL/da_i = g_i / d_i and
 // dL/dd_i = -(g_i / d_i) . out_i; the latter (w.gz) is the gradient of the implicit all-ones value
-// column that produced d_i.
+// column that produced d_i. It is computed from `out` and kept in `saved_gz` when both are given,
+// and read from `saved_gz` without touching `out` when out is null.
 template <typename scalar_t, typename T>
-const T* pack_grad(const scalar_t* grad, const scalar_t* out, const T* den, int64_t rows, int64_t m, int64_t ld,
-                   Workspace<T>& w, bool transposed) {
+const T* pack_grad(const scalar_t* grad, const scalar_t* out, const T* den, T* saved_gz, int64_t rows, int64_t m,
+                   int64_t ld, Workspace<T>& w) {
   std::fill(w.gz, w.gz + kChunk, T(0));
-  const T* g = w.g;
-  if (den == nullptr) {
-    g = pack(grad, rows, m, ld, w.g, static_cast<T*>(nullptr));
-  } else {
-    const T* o = pack(out, rows, m, ld, w.o, static_cast<T*>(nullptr));
-    for (int64_t r = 0; r < rows; ++r) {
-      const T inv = T(1) / den[r];
-      T* row = w.g + r * ld;
-      for (int64_t c = 0; c < m; ++c) row[c] = static_cast<T>(grad[r * m + c]) * inv;
-      std::fill(row + m, row + ld, T(0));
-      w.gz[r] = -tile::dot<T>(row, o + r * ld, ld);
-    }
-    std::fill(w.g + rows * ld, w.g + kChunk * ld, T(0));
+  if (den == nullptr) return pack(grad, rows, m, ld, w.g, static_cast<T*>(nullptr));
+  const T* o = out == nullptr ? nullptr : pack(out, rows, m, ld, w.o, static_cast<T*>(nullptr));
+  for (int64_t r = 0; r < rows; ++r) {
+    const T inv = T(1) / den[r];
+    T* row = w.g + r * ld;
+    for (int64_t c = 0; c < m; ++c) row[c] = static_cast<T>(grad[r * m + c]) * inv;
+    std::fill(row + m, row + ld, T(0));
+    w.gz[r] = o == nullptr ? saved_gz[r] : -tile::dot<T>(row, o + r * ld, ld);
   }
-  if (transposed) transpose(g, ld, w.gt);
-  return g;
+  if (o != nullptr && saved_gz != nullptr) std::copy(w.gz, w.gz + rows, saved_gz);
+  std::fill(w.g + rows * ld, w.g + kChunk * ld, T(0));
+  return w.g;
 }
 
 // Writes n values of an accumulation-dtype row (vector-aligned scratch) to an output row. With
@@ -154,33 +152,6 @@ void write_row(scalar_t* dst, const T* row, int64_t n, bool streamed) {
     }
   }
   for (int64_t c = 0; c < n; ++c) dst[c] = static_cast<scalar_t>(row[c]);
-}
-
-// Applies the causal mask to a kChunk x kChunk tile: keeps j <= i (lower) or j >= i (upper),
-// zeroes the rest (including blocks a triangular gemm skipped, whatever they hold), adds the
-// optional per-row / per-column bias to kept entries and writes the kept row sums to row_sums.
-template <typename T>
-void mask(T* tile, bool lower, const T* row_bias, const T* col_bias, T* row_sums) {
-  using Lane = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;  // lane indices as wide as T
-  typedef Lane Lanes __attribute__((vector_size(tile::kVectorBytes)));
-  Lanes first{};
-  for (int64_t l = 0; l < kWidth<T>; ++l) first[l] = static_cast<Lane>(l);
-  for (int64_t i = 0; i < kChunk; ++i) {
-    T* row = tile + i * kChunk;
-    const Lanes diagonal = Lanes{} + static_cast<Lane>(i);
-    const T bias = row_bias == nullptr ? T(0) : row_bias[i];
-    tile::Vec<T> sum{};
-    for (int64_t j0 = 0; j0 < kChunk; j0 += kWidth<T>) {
-      const Lanes j = first + static_cast<Lane>(j0);
-      const Lanes keep = lower ? j <= diagonal : j >= diagonal;
-      tile::Vec<T> x = tile::load<T>(row + j0) + bias;
-      if (col_bias != nullptr) x += tile::load<T>(col_bias + j0);
-      x = keep ? x : tile::Vec<T>{};
-      tile::store<T>(row + j0, x);
-      sum += x;
-    }
-    if (row_sums != nullptr) row_sums[i] = tile::horizontal_sum<T>(sum);
-  }
 }
 
 // z[c] += sum_r w[r] x[r][c] (w = ones when null) for a kChunk x ld tile x.

@@ -29,8 +29,8 @@ using cpu::StateKind;
 using cpu::VectorPath;
 
 // Cost of a state-only pass per position relative to the sweeps it prepares. Forward: K^T V
-// (2CM flops per position) against the forward sweep (~5.6CM at C = M = 64). Backward: the dq and
-// dk/dv passes (4CM) against the two sweeps (~15CM).
+// (2CM flops per position, as chunk products) against the forward recurrence (4CM and the
+// normaliser). Backward: the dq and dk/dv passes (4CM) against the two sweeps (12CM).
 constexpr double kForwardPassCost = 0.4;
 constexpr double kBackwardPassCost = 0.3;
 constexpr int64_t kMinSegmentChunks = 4;  // shorter segments spend more on the state pass than they save

@@ -75,6 +75,7 @@ SHAPES = [  # (B, H, N, C, M)
     (2, 3, 37, 8, 5),  # N not a multiple of the chunk, C != M, padding on every path
     (1, 2, 200, 64, 64),  # full register blocks: rows used in place, no packing
     (1, 1, 70, 33, 17),  # widths one past a register block
+    (1, 2, 45, 20, 80),  # values wider than one state tile: wide and narrow tiles side by side
 ]
 
 
