@@ -11,7 +11,8 @@
 //      (prefix sums forward; suffix sums for the reverse dk/dv sweep);
 //   3. every segment runs its sweep from its start state, in parallel.
 // The number of segments minimises a small cost model: the slowest thread's share of the sweeps
-// plus the extra state pass (phase 1), which costs a fraction of a sweep per position.
+// plus the extra state pass (phase 1), which costs a fraction of a sweep per position, plus a
+// fixed cost of the extra parallel regions.
 #pragma once
 
 #include "causal_product_cpu_plan.h"
@@ -33,6 +34,13 @@ using cpu::VectorPath;
 // normaliser). Backward: the dq and dk/dv passes (4CM) against the two sweeps (12CM).
 constexpr double kForwardPassCost = 0.4;
 constexpr double kBackwardPassCost = 0.3;
+// Flops of the sweeps per position, in units of C*M: forward 4, backward 12 (the three recurrences).
+constexpr double kForwardSweepFlops = 4;
+constexpr double kBackwardSweepFlops = 12;
+// What cutting heads into segments costs beyond the state pass: two more parallel regions (thread
+// wake-ups, barriers), about 18 us on a 2-core Xeon, worth some 2 MFLOP of sweeps. It keeps short
+// heads in one piece (N=256, C=M=64, one head: a split forward was 0.93-1.03x the unsplit one).
+constexpr double kSplitOverheadFlops = 2e6;
 constexpr int64_t kMinSegmentChunks = 4;  // shorter segments spend more on the state pass than they save
 
 // How each head's chunks are cut: `segments` runs of `per` chunks (the last may be shorter), each
@@ -46,9 +54,11 @@ struct Split {
 
 int64_t available_threads() { return at::in_parallel_region() ? 1 : at::get_num_threads(); }
 
-Split choose_split(const Dims& d, int64_t threads, double pass_cost) {
+Split choose_split(const Dims& d, int64_t threads, double pass_cost, double sweep_flops) {
   Split best{1, d.chunks, 1};
   double best_time = static_cast<double>(ceil_div(d.heads, threads));  // in sweeps of one whole head
+  const double chunk_flops = sweep_flops * static_cast<double>(cpu::kChunk * d.cp * d.mp);
+  const double overhead = kSplitOverheadFlops / chunk_flops;  // in sweeps of one chunk
   const int64_t most = std::min(d.chunks / kMinSegmentChunks, 8 * threads);
   for (int64_t wanted = 2; wanted <= most; ++wanted) {
     const int64_t per = ceil_div(d.chunks, wanted), segments = ceil_div(d.chunks, per);
@@ -56,7 +66,7 @@ Split choose_split(const Dims& d, int64_t threads, double pass_cost) {
     const double sweeps = static_cast<double>(ceil_div(d.heads * segments, threads) * per);
     const double pass = pass_cost * static_cast<double>(ceil_div(d.heads * (segments - 1) * parts, threads) *
                                                         ceil_div(per, parts));
-    const double time = (sweeps + pass) / static_cast<double>(d.chunks);
+    const double time = (sweeps + pass + overhead) / static_cast<double>(d.chunks);
     if (time < 0.97 * best_time) best = {segments, per, parts}, best_time = time;  // fewer segments on ties
   }
   return best;
@@ -127,7 +137,7 @@ void start_states(const VectorPath& path, const Dims& d, const Args<scalar_t, T>
 
 template <typename scalar_t, typename T>
 void run_forward(const VectorPath& path, const Dims& d, const Args<scalar_t, T>& a) {
-  const Split split = choose_split(d, available_threads(), kForwardPassCost);
+  const Split split = choose_split(d, available_threads(), kForwardPassCost, kForwardSweepFlops);
   const int64_t stride = d.state_stride(), segments = split.segments;
   AlignedBuffer<T> states(d.heads * segments * stride);
   start_states(path, d, a, split, StateKind::kKeyValue, states.data());
@@ -144,7 +154,7 @@ void run_forward(const VectorPath& path, const Dims& d, const Args<scalar_t, T>&
 
 template <typename scalar_t, typename T>
 void run_backward(const VectorPath& path, const Dims& d, const Args<scalar_t, T>& a) {
-  const Split split = choose_split(d, available_threads(), kBackwardPassCost);
+  const Split split = choose_split(d, available_threads(), kBackwardPassCost, kBackwardSweepFlops);
   const int64_t stride = d.state_stride(), segments = split.segments;
   AlignedBuffer<T> prefix(d.heads * segments * stride), suffix(d.heads * segments * stride);
   start_states(path, d, a, split, StateKind::kValueKey, prefix.data());
