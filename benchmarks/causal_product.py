@@ -10,7 +10,8 @@ one), "lintf op [<path>]" (the op with LINTF_CPU_PATH forcing a narrower vector 
 while its O(N^2) time fits) and "fast-transformers" (pytorch-fast-transformers 0.4.0, imported only
 here, when installed: its CPU `causal_dot_product` plus its normaliser computed in PyTorch the way
 its CausalLinearAttention does). Times: median of 7 calls (3 when a call takes over half a second)
-after a warm-up call, the thread counts taking turns call by call. GFLOP/s count the minimal work,
+after a warm-up call, the thread counts taking turns call by call; inputs and the upstream gradient
+of forward+backward are made once, outside the timed calls. GFLOP/s count the minimal work,
 4NCM per head forward and 12NCM forward+backward, against an fp32 matmul (2048^2) measured in the
 same run with the same number of threads. Memory: peak extra resident MB of one call over its
 inputs (outputs and gradients included), in a child process whose glibc returns freed blocks to
@@ -117,13 +118,14 @@ def inputs(n: int, requires_grad: bool) -> list[torch.Tensor]:
     return [t.requires_grad_(requires_grad) for t in (q, k, torch.randn(1, HEADS, n, DIM))]
 
 
-def run_once(fn: Fn, tensors: list[torch.Tensor], backward: bool) -> None:
-    if not backward:
+def run_once(fn: Fn, tensors: list[torch.Tensor], upstream: torch.Tensor | None) -> None:
+    """One forward call, or with an upstream gradient (made once, like the inputs) forward+backward."""
+    if upstream is None:
         with torch.no_grad():
             fn(*tensors)
         return
     out = fn(*tensors)
-    grads = torch.autograd.grad(out, tensors, torch.ones_like(out))
+    grads = torch.autograd.grad(out, tensors, upstream)
     del out, grads
 
 
@@ -179,7 +181,8 @@ def cases(impls: dict[str, Fn], lengths: list[int]) -> Iterator[tuple[int, str, 
                 continue
             for mode, backward in (("fwd", False), ("fwd+bwd", True)):
                 tensors = inputs(n, backward)
-                yield n, name, mode, functools.partial(run_once, fn, tensors, backward)
+                upstream = torch.ones_like(tensors[2]) if backward else None
+                yield n, name, mode, functools.partial(run_once, fn, tensors, upstream)
 
 
 def measure_memory(impls: dict[str, Fn], lengths: list[int]) -> dict[str, float]:
