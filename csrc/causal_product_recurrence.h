@@ -12,9 +12,9 @@
 // visits every position of the chunk, adding its rows' share to each output row (kept in the
 // workspace, so in L1); the state is read and written once per chunk, not per position. Each step
 // is 4 * kStateRows FMAs on a broadcast key or query element and two vectors of a value row: with
-// AVX-512 an 8 x 2 tile holds 16 of the 32 registers (in L2, 81% of the FMA peak against 70% for
-// a 4 x 4 tile, which loads and stores twice the output vectors per FMA); with 16 registers (AVX2,
-// SSE) the tile is 4 x 2.
+// AVX-512 an 8 x 2 tile holds 16 of the 32 registers (a 4 x 4 tile loads and stores twice the
+// output vectors per FMA: at N=4096 its forward was 10-15% slower); with 16 registers (AVX2, SSE)
+// the tile is 4 x 2.
 //
 // Included by causal_product_cpu.h inside the vector path's target region; internal linkage.
 #pragma once
