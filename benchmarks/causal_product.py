@@ -29,9 +29,7 @@ import functools
 import json
 import os
 import platform
-import statistics
 import sys
-import time
 from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
@@ -129,36 +127,26 @@ def run_once(fn: Fn, tensors: list[torch.Tensor], upstream: torch.Tensor | None)
     del out, grads
 
 
-def seconds(fn: Callable[[], object], repeats: int = 7) -> float:
-    """Median wall time of `repeats` calls (3 when one takes over half a second) after a warm-up call."""
-    start = time.perf_counter()
-    fn()
-    times = []
-    for _ in range(repeats if time.perf_counter() - start < 0.5 else 3):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def seconds(fn: Callable[[], object], threads: int) -> float:
+    """Median wall time of `fn` on `threads` threads (see seconds_per_thread_count)."""
+    return seconds_per_thread_count(fn, [threads])[threads]
 
 
 def matmul_gflops(threads: int, size: int = 2048) -> float:
     """fp32 matmul throughput with `threads` threads (median of 7): the machine's practical peak."""
-    torch.set_num_threads(threads)
     a, b = torch.randn(size, size), torch.randn(size, size)
-    return 2 * size**3 / seconds(lambda: a @ b) / 1e9
+    return 2 * size**3 / seconds(lambda: a @ b, threads) / 1e9
 
 
 def read_gbs(threads: int, megabytes: int = 128) -> float:
     """Memory read bandwidth in GB/s with `threads` threads: the median time to sum an fp32 tensor of
     `megabytes` MB, many times the caches."""
-    torch.set_num_threads(threads)
     x = torch.ones(megabytes * 2**20 // 4)
-    return x.nbytes / seconds(lambda: x.sum()) / 1e9
+    return x.nbytes / seconds(lambda: x.sum(), threads) / 1e9
 
 
 def first_touch_ms(threads: int, huge_pages: bool, n: int = 16384) -> float:
     """Median ms to allocate and fill a fresh (1, H, n, M) fp32 tensor, with 4 KB or 2 MB pages."""
-    torch.set_num_threads(threads)
     libc = ctypes.CDLL(None)
 
     def fill() -> None:
@@ -169,7 +157,7 @@ def first_touch_ms(threads: int, huge_pages: bool, n: int = 16384) -> float:
             libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(max(0, last - first)), 14)  # MADV_HUGEPAGE
         t.fill_(1.0)
 
-    return 1e3 * seconds(fill)
+    return 1e3 * seconds(fill, threads)
 
 
 def cases(impls: dict[str, Fn], lengths: list[int]) -> Iterator[tuple[int, str, str, Callable[[], None]]]:
