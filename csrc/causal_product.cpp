@@ -132,7 +132,8 @@ BackwardResult causal_product_backward_cpu(const at::Tensor& grad_out, const at:
   auto dkv0 = at::empty({q.size(0), q.size(1), q.size(3), v.size(3)}, vc.options().dtype(acc));
   auto dz0 = at::empty({q.size(0), q.size(1), q.size(3)}, vc.options().dtype(acc));
   // gz per position, computed once from out by the dq sweep and read back by the dk/dv sweep
-  const auto saved_gz = normalize ? at::empty({q.size(0), q.size(1), q.size(2)}, vc.options().dtype(acc)) : at::Tensor();
+  const auto saved_gz =
+      normalize ? at::empty({q.size(0), q.size(1), q.size(2)}, vc.options().dtype(acc)) : at::Tensor();
   if (q.numel() == 0 || v.numel() == 0) {
     backward_without_kernel(kc, vc, gkv, gz, dq, dk, dv, dkv0, dz0);
     return {dq, dk, dv, dkv0, dz0};

@@ -38,7 +38,9 @@ struct Workspace {
   }
 
  private:
-  static int64_t size(const Dims& d) { return kChunk * (4 * d.cp + 4 * d.mp + 1 + 2 * std::max(d.cp, d.mp)) + d.cp * d.mp; }
+  static int64_t size(const Dims& d) {
+    return kChunk * (4 * d.cp + 4 * d.mp + 1 + 2 * std::max(d.cp, d.mp)) + d.cp * d.mp;  // the slots, then state_t
+  }
   AlignedBuffer<T> buffer_;
 };
 

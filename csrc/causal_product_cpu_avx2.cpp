@@ -1,6 +1,7 @@
 // The AVX2+FMA vector path of the CPU causal product: causal_product_sweeps.h compiled for AVX2
 // and FMA with 32-byte vectors: 4 x 2-vector state tiles in the recurrence, 6-row register blocks
-// (12 of the 16 vector registers) in the chunk sums. Selected at run time only on CPUs that report both (causal_product_cpu_path.cpp).
+// (12 of the 16 vector registers) in the chunk sums. Selected at run time only on CPUs that report
+// both (causal_product_cpu_path.cpp).
 #include "causal_product_cpu_plan.h"
 #include "cpu_target.h"
 

@@ -1,7 +1,8 @@
 // The AVX-512 vector path of the CPU causal product: causal_product_sweeps.h compiled for
 // AVX-512F (+AVX2, FMA) with 64-byte vectors: 8 x 2-vector state tiles in the recurrence, 8-row
-// register blocks (16 of the 32 vector registers) in the chunk sums. Selected at run time only on CPUs that report AVX-512F
-// (causal_product_cpu_path.cpp); the rest of the library stays baseline x86-64.
+// register blocks (16 of the 32 vector registers) in the chunk sums. Selected at run time only on
+// CPUs that report AVX-512F (causal_product_cpu_path.cpp); the rest of the library stays baseline
+// x86-64.
 #include "causal_product_cpu_plan.h"
 #include "cpu_target.h"
 

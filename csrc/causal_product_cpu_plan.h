@@ -52,7 +52,8 @@ struct Args {
   const scalar_t *q, *k, *v;
   const scalar_t *grad = nullptr, *out = nullptr;  // backward only
   const T* den = nullptr;                            // backward with normalize only
-  T* gz = nullptr;  // backward with normalize: -(g_i / den_i) . out_i, written by the dq sweep, read by dk/dv
+  T* gz = nullptr;                                   // backward with normalize: -(g_i / den_i) . out_i
+                                                     // per position, kept by the dq sweep for dk/dv
   scalar_t* result = nullptr;                        // forward only
   T* den_out = nullptr;                              // forward with normalize only
   scalar_t *dq = nullptr, *dk = nullptr, *dv = nullptr;

@@ -1,6 +1,7 @@
 // The portable vector path of the CPU causal product: causal_product_sweeps.h compiled for the
 // build's baseline ISA with 16-byte vectors (SSE2 on x86-64, NEON on aarch64): 4 x 2-vector state
-// tiles in the recurrence, 4-row register blocks in the chunk sums. Runs on every CPU the library loads on.
+// tiles in the recurrence, 4-row register blocks in the chunk sums. Runs on every CPU the library
+// loads on.
 #include "causal_product_cpu_plan.h"
 
 #define LINTF_VECTOR_BYTES 16

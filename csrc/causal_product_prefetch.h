@@ -3,8 +3,9 @@
 // A chunk's rows of q, k, v (and the output gradient) are fetched from DRAM while an earlier chunk
 // computes, instead of stalling the packing loads. Asking for all of a chunk's lines at once
 // (128 or more) fills the core's line-fill buffers and stalls it until most have arrived, so the
-// queue hands out a few lines at a time: tile::gemm calls `request` after every register block, and
-// each call asks for the queued lines divided by the number of calls the previous chunk made.
+// queue hands out a few lines at a time: tile::recurrence calls `request` after every step or tile
+// and tile::gemm after every register block, and each call asks for the queued lines divided by
+// the number of calls the previous chunk made.
 // Included by causal_product_tile.h inside the vector path's target region; internal linkage.
 #pragma once
 
@@ -33,7 +34,7 @@ class PrefetchQueue {
     calls_ = 0;
   }
 
-  // Asks for the next few lines; tile::gemm calls it after every register block.
+  // Asks for the next few lines (see the top of this file for who calls it when).
   void request() {
     ++calls_;
     request(per_call_);

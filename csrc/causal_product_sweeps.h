@@ -9,9 +9,10 @@
 // so that it is the recurrence's state), a reverse sweep gives dv_j = R_j^T k_j and
 // dk_j = R_j v_j + r_j from the suffix state R_j = sum_{i>=j} q_i g_i^T (and its transpose, a
 // second recurrence), r_j = sum_{i>=j} gz_i q_i. Both sweeps keep only O(C M) state, so memory
-// beyond inputs, outputs and gradients does not grow with N. Where a sweep starts (the initial state, the final state's
-// gradient, or the state a previous range of chunks left) is the scheduler's business
-// (causal_product_cpu_parallel.h); `totals` computes the states that connect ranges.
+// beyond inputs, outputs and gradients does not grow with N. Where a sweep starts (the initial
+// state, the final state's gradient, or the state a previous range of chunks left) is the
+// scheduler's business (causal_product_cpu_parallel.h); `totals` computes the states that connect
+// ranges.
 #pragma once
 
 #include "causal_product_cpu.h"
@@ -119,8 +120,9 @@ void dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t
   w.ahead.drain();
 }
 
-// dk_j = sum_{i>=j} (v_j . g_i + gz_i) q_i = R_j v_j + r_j and dv_j = sum_{i>=j} (k_j . q_i) g_i = R_j^T k_j
-// with the suffix state R (and its transpose in the workspace, kept in step) for later positions.
+// dk_j = sum_{i>=j} (v_j . g_i + gz_i) q_i = R_j v_j + r_j and
+// dv_j = sum_{i>=j} (k_j . q_i) g_i = R_j^T k_j, with the suffix state R (and its transpose in the
+// workspace, kept in step) for later positions.
 template <typename scalar_t, typename T>
 void dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w, T* r_state) {
   const int64_t rows = std::min(kChunk, d.n - t0);
@@ -136,9 +138,7 @@ void dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t
     T* row = dk + r * d.cp;
     add_scaled<T>(r_ones, w.gz[r], q + r * d.cp, d.cp);  // r_ones now includes position r
     add_scaled<T>(row, T(1), r_ones, d.cp);
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    cpu::write_row(rows_of(a.dk, d, head, t0 + r, d.c), dk + r * d.cp, d.c, a.stream_outputs);
+    cpu::write_row(rows_of(a.dk, d, head, t0 + r, d.c), row, d.c, a.stream_outputs);
     cpu::write_row(rows_of(a.dv, d, head, t0 + r, d.m), dv + r * d.mp, d.m, a.stream_outputs);
   }
   w.ahead.drain();
