@@ -1,6 +1,6 @@
 """GPU benchmark of causal linear attention: lintf's CUDA kernels against softmax SDPA and the alternatives.
 
-    python -m benchmarks.causal_product_gpu [--lengths 1024 4096 16384 65536] [--dims 64 128]
+    python -m benchmarks.causal_product_gpu [--lengths 1024 2048 4096 16384 65536] [--dims 64 128]
         [--dtypes bf16 fp32] [--repeats 10] [--no-crossover]
 
 B=1, H=16 (B*H = 16), C = M = dim, q and k elu+1 feature maps, v Gaussian. For every (dtype, dim, N),
@@ -147,12 +147,13 @@ def table(rows: list[dict], names: list[str], base: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.causal_product_gpu", description=__doc__.splitlines()[0])
-    parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384, 65536])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 16384, 65536])
     parser.add_argument("--dims", type=int, nargs="+", default=[64, 128])
     parser.add_argument("--dtypes", choices=list(DTYPES), nargs="+", default=["bf16", "fp32"])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--crossover-lengths", type=int, nargs="+", default=[1, 4, 8, 16, 32, 64, 256])
     parser.add_argument("--no-crossover", action="store_true", help="skip the short-N table of the two kernels")
+    argv = argv if argv is not None else sys.argv[1:]
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("benchmarks.causal_product_gpu needs a CUDA device")
@@ -168,6 +169,7 @@ def main(argv: list[str] | None = None) -> None:
                 for mode in ("fwd", "fwd+bwd"):
                     row = measure(impls, n, dim, DTYPES[dtype_name], mode == "fwd+bwd", args.repeats)
                     results[mode].append({"dtype": dtype_name, "dim": dim, "n": n, **row})
+                    write(results, list(impls), fla_note, argv)  # a run cut short keeps its finished rows
             if not args.no_crossover:
                 kernels = {name: impls[name] for name in ("lintf chunked", "lintf scan")}
                 for n in args.crossover_lengths:
@@ -175,10 +177,10 @@ def main(argv: list[str] | None = None) -> None:
                         row = measure(kernels, n, dim, DTYPES[dtype_name], mode == "fwd+bwd", args.repeats)
                         results[f"crossover {mode}"].append({"dtype": dtype_name, "dim": dim, "n": n, **row})
     os.environ.pop("LINTF_CUDA_KERNEL", None)
-    write(results, list(impls), fla_note, argv if argv is not None else sys.argv[1:])
+    write(results, list(impls), fla_note, argv, echo=True)
 
 
-def write(results: dict[str, list[dict]], names: list[str], fla_note: str, argv: list[str]) -> None:
+def write(results: dict[str, list[dict]], names: list[str], fla_note: str, argv: list[str], echo: bool = False) -> None:
     command = " ".join(["python -m benchmarks.causal_product_gpu", *argv])
     props = torch.cuda.get_device_properties(0)
     lines = [
@@ -202,7 +204,8 @@ def write(results: dict[str, list[dict]], names: list[str], fla_note: str, argv:
     (RESULTS / "causal_product_gpu.md").write_text("\n".join(lines))
     (RESULTS / "causal_product_gpu.json").write_text(json.dumps(
         {"command": command, "gpu": torch.cuda.get_device_name(0), "results": results}, indent=1))
-    print("\n".join(lines))
+    if echo:
+        print("\n".join(lines))
 
 
 if __name__ == "__main__":

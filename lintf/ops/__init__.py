@@ -17,6 +17,7 @@ from torch import Tensor
 
 from lintf.ops import _ext
 from lintf.ops.causal_product import causal_product as _compiled_causal_product
+from lintf.ops.dtypes import autocast_enabled
 from lintf.ops.fallback import causal_product_pytorch
 from lintf.ops.state import LinearAttentionState, check_state
 
@@ -39,7 +40,7 @@ def compiled_op_available(device_type: str) -> bool:
 def _autocast_inputs(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Under autocast, run in the autocast dtype (like a matmul); fp64 inputs stay fp64."""
     device_type = q.device.type
-    if not (torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type)):
+    if not autocast_enabled(device_type):
         return q, k, v
     if torch.float64 in (q.dtype, k.dtype, v.dtype):
         return q, k, v

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from lintf.ops.chunked import chunked_causal_product
-from lintf.ops.dtypes import accumulation_dtype
+from lintf.ops.dtypes import accumulation_dtype, autocast_enabled
 from lintf.ops.state import LinearAttentionState
 
 
@@ -41,7 +41,7 @@ def causal_product_pytorch(
         (B, H, N, M) output in v's dtype, and the final state or None.
     """
     device_type = q.device.type
-    if torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type):
+    if autocast_enabled(device_type):
         with torch.autocast(device_type, enabled=False):  # autocast would round the fp32 sums to its dtype
             return causal_product_pytorch(q, k, v, eps, normalize, initial_state, final_state)
     acc = accumulation_dtype(v.dtype)
