@@ -1,7 +1,7 @@
 """GPU benchmark of causal linear attention: lintf's CUDA kernels against softmax SDPA and the alternatives.
 
     python -m benchmarks.causal_product_gpu [--lengths 1024 2048 4096 16384 65536] [--dims 64 128]
-        [--dtypes bf16 fp32] [--repeats 10] [--no-crossover]
+        [--dtypes bf16 fp32] [--repeats 10] [--no-crossover] [--impls NAME ...] [--out DIR]
 
 B=1, H=16 (B*H = 16), C = M = dim, q and k elu+1 feature maps, v Gaussian. For every (dtype, dim, N),
 forward and forward+backward (autograd, gradients of q, k, v) of:
@@ -16,8 +16,10 @@ forward and forward+backward (autograd, gradients of q, k, v) of:
                   timed call), when `pip install flash-linear-attention` is importable
 Times are medians over --repeats runs, measured with CUDA events after warm-up; each cell also gives
 the ratio to lintf chunked on its row (> 1: slower than lintf chunked). A second table times both lintf
-kernels at short N, the measurement behind the op's automatic choice (the scan below 17 positions).
-Writes benchmarks/results/causal_product_gpu.{md,json}, headed by the command and the GPU's name.
+kernels at short N, the measurement behind the op's automatic choice of kernel. --impls limits the run
+to the named implementations (lintf chunked is always timed: the ratios refer to it).
+Writes causal_product_gpu.{md,json} into --out (default benchmarks/results), headed by the command and
+the GPU's name.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from lintf.ops.fallback import causal_linear_attention_pytorch
 
 HEADS = 16
 RESULTS = Path(__file__).parent / "results"
+NAMES = ("lintf chunked", "lintf scan", "lintf pytorch", "SDPA", "FLA chunk", "FLA recurrent")
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 Fn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -140,7 +143,7 @@ def cell(value: float | str, base: float | str) -> str:
 
 def table(rows: list[dict], names: list[str], base: str) -> list[str]:
     lines = ["| dtype | C=M | N | " + " | ".join(f"{n} ms" for n in names) + " |", "|---|---|---|" + "---:|" * len(names)]
-    for r in rows:
+    for r in sorted(rows, key=lambda r: (list(DTYPES).index(r["dtype"]), r["dim"], r["n"])):
         lines.append(f"| {r['dtype']} | {r['dim']} | {r['n']} | " + " | ".join(cell(r[n], r[base]) for n in names) + " |")
     return lines
 
@@ -153,34 +156,43 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--crossover-lengths", type=int, nargs="+", default=[1, 4, 8, 16, 32, 64, 256])
     parser.add_argument("--no-crossover", action="store_true", help="skip the short-N table of the two kernels")
+    parser.add_argument("--impls", nargs="+", metavar="NAME", help=f"only these ({', '.join(NAMES)})")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="directory for causal_product_gpu.{md,json}")
     argv = argv if argv is not None else sys.argv[1:]
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.impls or []) - set(NAMES))
+    if unknown:
+        parser.error(f"--impls: unknown {', '.join(map(repr, unknown))}; allowed: {', '.join(NAMES)}")
     if not torch.cuda.is_available():
         sys.exit("benchmarks.causal_product_gpu needs a CUDA device")
     if not compiled_op_available("cuda"):
         sys.exit("the lintf op has no CUDA kernel here (built without a GPU or CUDA toolkit; see docs/gpu.md)")
-    fla, fla_note = fla_implementations()
+    wanted = {"lintf chunked", *(args.impls or NAMES)}
+    fla, fla_note = fla_implementations() if wanted & {"FLA chunk", "FLA recurrent"} else ({}, "not timed")
     impls = {"lintf chunked": lintf_kernel("chunked"), "lintf scan": lintf_kernel("scan"),
              "lintf pytorch": causal_linear_attention_pytorch, "SDPA": sdpa, **fla}
+    impls = {name: fn for name, fn in impls.items() if name in wanted}
     results: dict[str, list[dict]] = {"fwd": [], "fwd+bwd": [], "crossover fwd": [], "crossover fwd+bwd": []}
-    for dtype_name in args.dtypes:
-        for dim in args.dims:
-            for n in args.lengths:
+    for dim, dtype_name in ((dim, dtype_name) for dim in args.dims for dtype_name in args.dtypes):
+        for n in args.lengths:
+            for mode in ("fwd", "fwd+bwd"):
+                row = measure(impls, n, dim, DTYPES[dtype_name], mode == "fwd+bwd", args.repeats)
+                results[mode].append({"dtype": dtype_name, "dim": dim, "n": n, **row})
+                write(results, list(impls), fla_note, argv, args.out, finished=False)  # a run cut short keeps its rows
+        if not args.no_crossover and "lintf scan" in impls:
+            kernels = {name: impls[name] for name in ("lintf chunked", "lintf scan")}
+            for n in args.crossover_lengths:
                 for mode in ("fwd", "fwd+bwd"):
-                    row = measure(impls, n, dim, DTYPES[dtype_name], mode == "fwd+bwd", args.repeats)
-                    results[mode].append({"dtype": dtype_name, "dim": dim, "n": n, **row})
-                    write(results, list(impls), fla_note, argv)  # a run cut short keeps its finished rows
-            if not args.no_crossover:
-                kernels = {name: impls[name] for name in ("lintf chunked", "lintf scan")}
-                for n in args.crossover_lengths:
-                    for mode in ("fwd", "fwd+bwd"):
-                        row = measure(kernels, n, dim, DTYPES[dtype_name], mode == "fwd+bwd", args.repeats)
-                        results[f"crossover {mode}"].append({"dtype": dtype_name, "dim": dim, "n": n, **row})
+                    row = measure(kernels, n, dim, DTYPES[dtype_name], mode == "fwd+bwd", args.repeats)
+                    results[f"crossover {mode}"].append({"dtype": dtype_name, "dim": dim, "n": n, **row})
+                write(results, list(impls), fla_note, argv, args.out, finished=False)
     os.environ.pop("LINTF_CUDA_KERNEL", None)
-    write(results, list(impls), fla_note, argv, echo=True)
+    write(results, list(impls), fla_note, argv, args.out, finished=True)
 
 
-def write(results: dict[str, list[dict]], names: list[str], fla_note: str, argv: list[str], echo: bool = False) -> None:
+def write(results: dict[str, list[dict]], names: list[str], fla_note: str, argv: list[str], out: Path,
+          finished: bool) -> None:
+    """Write the tables so far; an unfinished run's file says it stopped early (and nothing is printed)."""
     command = " ".join(["python -m benchmarks.causal_product_gpu", *argv])
     props = torch.cuda.get_device_properties(0)
     lines = [
@@ -191,20 +203,23 @@ def write(results: dict[str, list[dict]], names: list[str], fla_note: str, argv:
         "", f"B=1, H={HEADS}, C = M. Median ms per call (CUDA events); in brackets the ratio to lintf chunked on "
         "the same row (> 1: slower than lintf chunked).", "",
     ]
+    if not finished:
+        lines += ["**Incomplete run**: the rows below are those finished before the run stopped; the ones its "
+                  "command asks for beyond them were not measured.", ""]
     for mode in ("fwd", "fwd+bwd"):
         lines += [f"## {mode}", "", *table(results[mode], names, "lintf chunked"), ""]
     if results["crossover fwd"]:
         lines += ["## Short sequences: chunked vs scan kernel", "",
                   "Where the scan (ratio < 1) beats the chunked kernel, the op's automatic choice should take it "
-                  "(it takes the scan for N <= 16).", ""]
+                  "(it takes the chunked kernel wherever that applies).", ""]
         for mode in ("fwd", "fwd+bwd"):
             lines += [f"### {mode}", "", *table(results[f"crossover {mode}"], ["lintf chunked", "lintf scan"],
                                                  "lintf chunked"), ""]
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "causal_product_gpu.md").write_text("\n".join(lines))
-    (RESULTS / "causal_product_gpu.json").write_text(json.dumps(
-        {"command": command, "gpu": torch.cuda.get_device_name(0), "results": results}, indent=1))
-    if echo:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "causal_product_gpu.md").write_text("\n".join(lines))
+    (out / "causal_product_gpu.json").write_text(json.dumps(
+        {"command": command, "gpu": torch.cuda.get_device_name(0), "finished": finished, "results": results}, indent=1))
+    if finished:
         print("\n".join(lines))
 
 

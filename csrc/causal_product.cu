@@ -6,11 +6,11 @@
 //       order; any dtype, features up to what one block's shared memory holds.
 //   ATen (causal_product_cuda_aten.h): batched matmuls for everything else (very wide heads, empty sizes).
 //
-// LINTF_CUDA_KERNEL=auto|chunked|scan picks the kernel (read on every call). auto: chunked where it
-// applies and the sequence is longer than kScanMaxLength, else the scan. The scan stays the choice for
-// fp64 and, as a hypothesis that benchmarks/causal_product_gpu.py measures, for sequences so short that
-// the chunked path's four launches cost more than walking a few positions. A kernel that does not take
-// the inputs falls back to the next (chunked -> scan -> ATen), so no size the CPU op accepts is refused.
+// LINTF_CUDA_KERNEL=auto|chunked|scan picks the kernel (read on every call). auto: chunked wherever it
+// applies, the scan for the rest (fp64, more than 128 features, GPUs before sm_80). On an H200 the chunked
+// kernel was faster at every length benchmarks/causal_product_gpu.py times, one position included (its
+// short-sequence table). A kernel that does not take the inputs falls back to the next (chunked -> scan
+// -> ATen), so no size the CPU op accepts is refused.
 #include "causal_product.h"
 #include "causal_product_cuda_aten.h"
 #include "causal_product_cuda_chunk_launch.cuh"
@@ -24,8 +24,6 @@
 namespace lintf {
 namespace {
 
-constexpr int64_t kScanMaxLength = 16;
-
 enum class Kernel { kChunked, kScan, kAten };
 
 Kernel choose(const at::Tensor& q, const at::Tensor& v, std::optional<chunk::Dims>& dims) {
@@ -37,9 +35,8 @@ Kernel choose(const at::Tensor& q, const at::Tensor& v, std::optional<chunk::Dim
   const bool empty = q.size(0) * q.size(1) * n * c * m == 0;
   if (empty) return Kernel::kAten;
   dims = wanted == "scan" ? std::nullopt : chunk::plan(q, v);
-  const bool scan_fits = scan::fits(c, m, accumulation_type(v.scalar_type()), q.get_device());
-  if (dims.has_value() && (wanted == "chunked" || n > kScanMaxLength || !scan_fits)) return Kernel::kChunked;
-  return scan_fits ? Kernel::kScan : Kernel::kAten;
+  if (dims.has_value()) return Kernel::kChunked;
+  return scan::fits(c, m, accumulation_type(v.scalar_type()), q.get_device()) ? Kernel::kScan : Kernel::kAten;
 }
 
 at::Tensor contiguous_or_undefined(const std::optional<at::Tensor>& t) {

@@ -66,12 +66,13 @@ struct StateArgs {
 
 template <typename T>
 struct StateLayout {
-  size_t x, y, f, scratch, bytes;
+  size_t x, y, f, w, scratch, bytes;
   __host__ __device__ StateLayout(int cp, int mt) {
     tile::Carve carve;
     x = carve.take<T>(kChunk * padded_ld<T>(cp));
     y = carve.take<T>(kChunk * padded_ld<T>(mt));
     f = carve.take<float>(max(kChunk * padded_ld<float>(cp), cp * padded_ld<float>(mt)));  // x staged, then kv
+    w = carve.take<float>(kChunk);  // the rows' weights of z
     scratch = carve.take<float>(tile::kWarps);
     bytes = carve.bytes;
   }
@@ -84,16 +85,23 @@ __global__ void __launch_bounds__(tile::kThreads) chunk_state_kernel(StateArgs<T
   T* x = tile::at<T>(smem, layout.x);
   T* y = tile::at<T>(smem, layout.y);
   float* f = tile::at<float>(smem, layout.f);
+  float* w = tile::at<float>(smem, layout.w);
   float* scratch = tile::at<float>(smem, layout.scratch);
   const Block b(d, true);
   const int rows = d.chunk_rows(b.chunk), cols = d.tile_cols(b.value_tile), m0 = b.value_tile * d.mt;
   const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk;  // first row of the chunk in (heads * n)
+  const bool with_z = b.value_tile == 0 && (args.unit_weights || args.weights != nullptr);
   const int ldx = padded_ld<T>(d.cp), ldy = padded_ld<T>(d.mt), ldfx = padded_ld<float>(d.cp);
   const int ldf = padded_ld<float>(d.mt);
 
   tile::load_tile(args.x + row0 * d.c, d.c, rows, d.c, args.row_scale ? args.row_scale + row0 : nullptr, f, ldfx,
                   kChunk, d.cp);
   tile::load_tile(args.y + row0 * d.m + m0, d.m, rows, cols, static_cast<const float*>(nullptr), y, ldy, kChunk, d.mt);
+  if (with_z) {
+    for (int t = threadIdx.x; t < kChunk; t += blockDim.x) {
+      w[t] = t >= rows ? 0.f : args.unit_weights ? 1.f : args.weights[row0 + t];
+    }
+  }
   __syncthreads();
   const float x_scale = tile::to_operand(f, ldfx, x, ldx, kChunk, d.cp, scratch);
   __syncthreads();
@@ -105,13 +113,11 @@ __global__ void __launch_bounds__(tile::kThreads) chunk_state_kernel(StateArgs<T
     const int i = e / cols, j = e % cols;
     kv[int64_t(i) * d.m + j] = f[i * ldf + j];
   }
-  if (b.value_tile == 0 && (args.unit_weights || args.weights != nullptr)) {
+  if (with_z) {
     float* z = args.z + (b.head * d.chunks + b.chunk) * int64_t(d.c);
     for (int i = threadIdx.x; i < d.c; i += blockDim.x) {
       float sum = 0.f;
-      for (int t = 0; t < rows; ++t) {
-        sum += tile::to_float(x[t * ldx + i]) * (args.unit_weights ? 1.f : args.weights[row0 + t]);
-      }
+      for (int t = 0; t < rows; ++t) sum += tile::to_float(x[t * ldx + i]) * w[t];
       z[i] = sum * x_scale;
     }
   }

@@ -30,7 +30,7 @@ namespace tile {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr int kThreads = 128;  // four warps per block
+constexpr int kThreads = 256;  // eight warps per block
 constexpr int kWarps = kThreads / 32;
 constexpr int kChunk = 64;  // positions per chunk: the intra-chunk product is a (64 x 64) masked matmul
 
@@ -74,17 +74,30 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { re
 
 // dst (rows x cols) <- src[r * src_ld + c] (times row_scale[r] when given) for r < valid_rows and
 // c < valid_cols, zeros elsewhere (the padding rows and columns the tensor-core tiles need).
+// Each thread issues kLoadsInFlight global loads before it stores any of them: a block has few warps,
+// and one load waited for at a time would leave every element's full memory latency on the block's path.
+constexpr int kLoadsInFlight = 16;
+
 template <typename In, typename Out>
 __device__ void load_tile(const In* __restrict__ src, int64_t src_ld, int valid_rows, int valid_cols,
                           const float* __restrict__ row_scale, Out* dst, int ld, int rows, int cols) {
-  for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
-    const int r = e / cols, c = e % cols;
-    float x = 0.f;
-    if (r < valid_rows && c < valid_cols) {
-      x = to_float(src[r * src_ld + c]);
-      if (row_scale != nullptr) x *= row_scale[r];
+  const int count = rows * cols, stride = blockDim.x;
+  for (int first = threadIdx.x; first < count; first += stride * kLoadsInFlight) {
+    float x[kLoadsInFlight];
+#pragma unroll
+    for (int u = 0; u < kLoadsInFlight; ++u) {
+      const int e = first + u * stride, r = e / cols, c = e - r * cols;
+      x[u] = 0.f;
+      if (e < count && r < valid_rows && c < valid_cols) {
+        x[u] = to_float(src[r * src_ld + c]);
+        if (row_scale != nullptr) x[u] *= row_scale[r];
+      }
     }
-    dst[r * ld + c] = from_float<Out>(x);
+#pragma unroll
+    for (int u = 0; u < kLoadsInFlight; ++u) {
+      const int e = first + u * stride, r = e / cols, c = e - r * cols;
+      if (e < count) dst[r * ld + c] = from_float<Out>(x[u]);
+    }
   }
 }
 

@@ -178,7 +178,7 @@ def cuda_kernel_names(fn) -> list[str]:
 
 
 @pytest.mark.parametrize("setting, n, dtype, expected", [
-    ("", 8, torch.float32, "causal_product_kernel"),  # auto: a few positions walk faster than 4 launches
+    ("", 1, torch.float32, "chunk_output_kernel"),  # auto: chunked wherever it applies, one position too
     ("", 100, torch.float32, "chunk_output_kernel"),
     ("auto", 100, torch.float64, "causal_product_kernel"),  # fp64 has no tensor-core path
     ("scan", 100, torch.bfloat16, "causal_product_kernel"),
