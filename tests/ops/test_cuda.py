@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from lintf.ops import LinearAttentionState, causal_dot_product, causal_linear_attention, compiled_op_available
+from tests.ops.scaled_error import scaled_error
 
 pytestmark = [
     pytest.mark.gpu,
@@ -22,12 +23,8 @@ TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-4, torch.bfloat16: 4e-2, to
 
 
 def assert_scaled_close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype | None = None) -> None:
-    """max |got - want| / max(1, max |want|) within the tolerance of dtype (default: want's dtype).
-
-    Element-wise relative bounds do not fit unnormalised sums: an entry near zero by cancellation
-    carries the rounding error of the sum's scale.
-    """
-    error = ((got.double() - want.double()).abs().max() / want.double().abs().max().clamp(min=1)).item()
+    """scaled_error(got, want) within the tolerance of dtype (default: want's dtype)."""
+    error = scaled_error(got, want)
     assert error <= TOLERANCE[dtype or want.dtype], f"scaled error {error:.2e} ({want.dtype}, shape {tuple(want.shape)})"
 
 

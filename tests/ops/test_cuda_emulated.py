@@ -27,6 +27,7 @@ from lintf.ops.reference import (
     final_state_reference,
 )
 from lintf.ops.state import LinearAttentionState
+from tests.ops.scaled_error import scaled_error
 
 EMULATION = Path(__file__).parent / "cuda_emulation"
 CSRC = Path(__file__).resolve().parents[2] / "csrc"
@@ -115,7 +116,7 @@ def assert_close(got: list[torch.Tensor], want: list[torch.Tensor], tolerance: f
     names = ["out", "final kv", "final normaliser", "dq", "dk", "dv", "d kv0", "d z0"]
     for name, g, w in zip(names, got, want):
         assert torch.isfinite(g).all(), f"{name}: not finite"
-        error = ((g.double() - w).abs().max() / w.abs().max().clamp_min(1.0)).item()
+        error = scaled_error(g, w)
         assert error <= tolerance, f"{name}: error {error:.2e} > {tolerance:.0e}"
 
 

@@ -21,6 +21,7 @@ from lintf.ops.reference import (
     causal_linear_attention_reference,
     final_state_reference,
 )
+from tests.ops.scaled_error import scaled_error
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -94,8 +95,7 @@ NAMES = ("out", "final kv", "final normaliser", "dq", "dk", "dv", "d kv0", "d z0
 
 def assert_close(got, want, tolerance: float, what: str, names: tuple[str, ...] = NAMES) -> None:
     for name, g, w in zip(names, got, want):
-        g, w = g.double().cpu(), w.double().cpu()
-        error = ((g - w).abs().max() / w.abs().max().clamp_min(1.0)).item() if w.numel() else 0.0
+        error = scaled_error(g, w)
         assert torch.isfinite(g).all() and error <= tolerance, f"{what} {name}: error {error:.2e} > {tolerance:.0e}"
 
 
