@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import itertools
 import json
 import os
 import statistics
@@ -173,21 +174,25 @@ def main(argv: list[str] | None = None) -> None:
              "lintf pytorch": causal_linear_attention_pytorch, "SDPA": sdpa, **fla}
     impls = {name: fn for name, fn in impls.items() if name in wanted}
     results: dict[str, list[dict]] = {"fwd": [], "fwd+bwd": [], "crossover fwd": [], "crossover fwd+bwd": []}
-    for dim, dtype_name in ((dim, dtype_name) for dim in args.dims for dtype_name in args.dtypes):
+
+    def save(finished: bool) -> None:  # after every row, so a run cut short keeps what it measured
+        write(results, list(impls), fla_note, argv, args.out, finished)
+
+    for dim, dtype_name in itertools.product(args.dims, args.dtypes):
         for n in args.lengths:
             for mode in ("fwd", "fwd+bwd"):
                 row = measure(impls, n, dim, DTYPES[dtype_name], mode == "fwd+bwd", args.repeats)
                 results[mode].append({"dtype": dtype_name, "dim": dim, "n": n, **row})
-                write(results, list(impls), fla_note, argv, args.out, finished=False)  # a run cut short keeps its rows
+                save(finished=False)
         if not args.no_crossover and "lintf scan" in impls:
             kernels = {name: impls[name] for name in ("lintf chunked", "lintf scan")}
             for n in args.crossover_lengths:
                 for mode in ("fwd", "fwd+bwd"):
                     row = measure(kernels, n, dim, DTYPES[dtype_name], mode == "fwd+bwd", args.repeats)
                     results[f"crossover {mode}"].append({"dtype": dtype_name, "dim": dim, "n": n, **row})
-                write(results, list(impls), fla_note, argv, args.out, finished=False)
+                save(finished=False)
     os.environ.pop("LINTF_CUDA_KERNEL", None)
-    write(results, list(impls), fla_note, argv, args.out, finished=True)
+    save(finished=True)
 
 
 def write(results: dict[str, list[dict]], names: list[str], fla_note: str, argv: list[str], out: Path,
