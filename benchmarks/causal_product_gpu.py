@@ -164,6 +164,8 @@ def main(argv: list[str] | None = None) -> None:
     unknown = sorted(set(args.impls or []) - set(NAMES))
     if unknown:
         parser.error(f"--impls: unknown {', '.join(map(repr, unknown))}; allowed: {', '.join(NAMES)}")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out: {args.out} is a file; give a directory (created if missing)")
     if not torch.cuda.is_available():
         sys.exit("benchmarks.causal_product_gpu needs a CUDA device")
     if not compiled_op_available("cuda"):

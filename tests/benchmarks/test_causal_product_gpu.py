@@ -13,6 +13,16 @@ def test_unknown_implementation_is_refused_with_the_allowed_names(capsys):
     assert "unknown 'flash'" in error and "allowed: lintf chunked, lintf scan" in error
 
 
+def test_output_path_that_is_a_file_is_refused_before_any_measurement(tmp_path, capsys):
+    taken = tmp_path / "results.md"
+    taken.write_text("kept")
+    with pytest.raises(SystemExit) as stop:
+        causal_product_gpu.main(["--out", str(taken)])
+    assert stop.value.code == 2
+    assert f"--out: {taken} is a file; give a directory" in capsys.readouterr().err
+    assert taken.read_text() == "kept"
+
+
 def test_table_orders_rows_and_gives_ratios_to_the_base():
     rows = [
         {"dtype": "fp32", "dim": 64, "n": 1024, "lintf chunked": 2.0, "SDPA": 3.0},
