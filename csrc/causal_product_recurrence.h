@@ -47,11 +47,12 @@ inline void recurrence_tile(int64_t rows, bool reverse, const T* __restrict quer
   for (int64_t step = 0; step < rows; ++step) {
     const int64_t t = reverse ? rows - 1 - step : step;
     T* out_row = out + t * ld_value;
-    Vec<T> value_row[NV], sum[NV];
+    Vec<T> value_row[NV], sum[2][NV];  // two partial sums per vector: two chains of kStateRows / 2 FMAs
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
       value_row[v] = load<T>(value + t * ld_value + v * kW);
-      sum[v] = accumulate ? load<T>(out_row + v * kW) : Vec<T>{};
+      sum[0][v] = accumulate ? load<T>(out_row + v * kW) : Vec<T>{};
+      sum[1][v] = Vec<T>{};
     }
 #pragma GCC unroll 8
     for (int i = 0; i < kStateRows; ++i) {
@@ -63,10 +64,10 @@ inline void recurrence_tile(int64_t rows, bool reverse, const T* __restrict quer
     for (int i = 0; i < kStateRows; ++i) {
       const T query_i = query[t * ld_key + i];
 #pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) sum[v] += query_i * tile[i][v];
+      for (int v = 0; v < NV; ++v) sum[i % 2][v] += query_i * tile[i][v];
     }
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) store<T>(out_row + v * kW, sum[v]);
+    for (int v = 0; v < NV; ++v) store<T>(out_row + v * kW, sum[0][v] + sum[1][v]);
     if (kRequestEachStep && ahead != nullptr) ahead->request();
   }
   if (!kRequestEachStep && ahead != nullptr) ahead->request();

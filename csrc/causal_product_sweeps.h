@@ -94,7 +94,8 @@ void forward_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int6
     if (a.normalize) {
       const T den = a.eps + tile::dot<T>(q + r * d.cp, z, d.cp);
       a.den_out[head * d.n + t0 + r] = den;
-      for (int64_t c = 0; c < d.m; ++c) row[c] /= den;
+      const T inv = T(1) / den;  // one division per row: a vector division per row costs ~8% of the forward
+      for (int64_t c = 0; c < d.m; ++c) row[c] *= inv;
     }
     cpu::write_row(rows_of(a.result, d, head, t0 + r, d.m), row, d.m, a.stream_outputs);
   }

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from lintf.ops import _ext
+from lintf.ops._ext import cpu_output_cache_stats, empty_cpu_output_cache
 from lintf.ops.causal_product import causal_product as _compiled_causal_product
 from lintf.ops.dtypes import autocast_enabled
 from lintf.ops.fallback import causal_product_pytorch
@@ -26,6 +27,8 @@ __all__ = [
     "causal_dot_product",
     "causal_linear_attention",
     "compiled_op_available",
+    "cpu_output_cache_stats",
+    "empty_cpu_output_cache",
 ]
 
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)

@@ -59,10 +59,11 @@ BUILD_NOTICE = "lintf: building the C++ causal-product op (once per machine and 
 _CSRC_CANDIDATES = (Path(__file__).parent / "csrc", Path(__file__).parents[2] / "csrc")
 DEFAULT_PREBUILT_DIR = Path(__file__).parent / "_prebuilt"
 # entry points and registration, run-time path choice, then one translation unit per vector path;
-# the same for the decayed causal product
+# the same for the decayed causal product; the cache of the CPU ops' large outputs
 CPU_SOURCES = ("causal_product.cpp", "causal_product_cpu_path.cpp", "causal_product_cpu_portable.cpp",
                "causal_product_cpu_avx2.cpp", "causal_product_cpu_avx512.cpp", "decayed_product.cpp",
-               "decayed_product_portable.cpp", "decayed_product_avx2.cpp", "decayed_product_avx512.cpp")
+               "decayed_product_portable.cpp", "decayed_product_avx2.cpp", "decayed_product_avx512.cpp",
+               "cpu_output_cache.cpp")
 
 
 class BuildLockError(RuntimeError):
@@ -299,6 +300,28 @@ def cpu_vector_path() -> str | None:
 def cpu_vector_paths() -> list[str]:
     """The vector paths this CPU can run, widest first; empty without the compiled op."""
     return list(torch.ops.lintf.cpu_vector_paths()) if load_extension() else []
+
+
+OUTPUT_CACHE_FIELDS = ("cached_bytes", "in_use_bytes", "reused", "allocated", "limit_bytes")
+
+
+def cpu_output_cache_stats() -> dict[str, int] | None:
+    """The CPU output cache's counters, None without the compiled op.
+
+    Outputs of the CPU op from 4 MB on reuse the buffers of freed outputs (``csrc/cpu_output_cache.h``):
+    ``cached_bytes`` are free buffers kept for reuse, ``in_use_bytes`` those held by live tensors,
+    ``reused`` / ``allocated`` count buffers taken from the cache / allocated afresh, ``limit_bytes``
+    is ``LINTF_CPU_OUTPUT_CACHE_MB`` (default 1024 MB; 0 turns the cache off).
+    """
+    if not load_extension():
+        return None
+    return dict(zip(OUTPUT_CACHE_FIELDS, (int(x) for x in torch.ops.lintf.cpu_output_cache_stats())))
+
+
+def empty_cpu_output_cache() -> None:
+    """Return the CPU output cache's free buffers to the system (like ``torch.cuda.empty_cache``)."""
+    if load_extension():
+        torch.ops.lintf.empty_cpu_output_cache()
 
 
 def _load(library: Path | None) -> bool:
