@@ -15,8 +15,9 @@ of forward+backward are made once, outside the timed calls. GFLOP/s count the mi
 4NCM per head forward and 12NCM forward+backward, against an fp32 matmul (2048^2) measured in the
 same run with the same number of threads. Memory: peak extra resident MB of one call over its
 inputs (outputs and gradients included), in a child process whose glibc returns freed blocks to
-the OS at once. "first touch" times filling a fresh output-sized tensor with 4 KB pages and with
-2 MB pages (MADV_HUGEPAGE), the cost the op's outputs pay before any arithmetic; the memory read
+the OS at once and with the op's output cache off. "first touch" times filling a fresh
+output-sized tensor with 4 KB pages and with 2 MB pages (MADV_HUGEPAGE), the cost an output pays
+before any arithmetic when its buffer is not reused from the op's output cache; the memory read
 bandwidth (summing 128 MB) bounds how fast inputs and outputs can move at all.
 Writes benchmarks/results/causal_product.{md,png}.
 """
@@ -37,7 +38,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from lintf.ops import LinearAttentionState, _ext, causal_linear_attention, compiled_op_available
+from lintf.ops import (LinearAttentionState, _ext, causal_linear_attention, compiled_op_available,
+                       cpu_output_cache_stats)
 from lintf.ops.fallback import causal_linear_attention_pytorch
 
 from benchmarks.measure import peak_extra_mb, positive_int, run_isolated, seconds_per_thread_count
@@ -174,7 +176,7 @@ def cases(impls: dict[str, Fn], lengths: list[int]) -> Iterator[tuple[int, str, 
 
 
 def measure_memory(impls: dict[str, Fn], lengths: list[int]) -> dict[str, float]:
-    """Peak extra MiB per "impl|N|mode"; run it in a process started with MALLOC_MMAP_THRESHOLD_ set."""
+    """Peak extra MiB per "impl|N|mode"; run it in a process started under measure.MEMORY_TRACKING_ENV."""
     torch.set_num_threads(1)
     peaks = {}
     for n, name, mode, call in cases(impls, lengths):
@@ -306,6 +308,7 @@ def main() -> None:
     rows = measure(impls, args.lengths, args.threads, memory, peaks)
     load_after = os.getloadavg()[0]
     n_ref = 16384 if 16384 in args.lengths else args.lengths[-1]
+    cache_mb = (cpu_output_cache_stats() or {}).get("limit_bytes", 0) >> 20
     ft = f"pytorch-fast-transformers {metadata.version('pytorch-fast-transformers')}" if "fast-transformers" in impls \
         else "fast-transformers not installed (its setup.py needs a CUDA toolkit on PATH or a patched build)"
     text = [
@@ -313,6 +316,8 @@ def main() -> None:
         f"`python -m benchmarks.causal_product` (torch {torch.__version__}, {ft}).\n\n",
         f"- CPU: {cpu_model()}, {os.cpu_count()} logical cores\n",
         f"- vector path of the op: {_ext.cpu_vector_path()} (this CPU runs: {', '.join(_ext.cpu_vector_paths())})\n",
+        f"- output cache of the op: {cache_mb} MB (freed outputs' buffers are reused; the memory columns are "
+        "measured with it off, LINTF_CPU_OUTPUT_CACHE_MB=0)\n",
         f"- load average (1 min) before / after the timings: {load_before:.2f} / {load_after:.2f}\n",
         "- fp32 matmul (2048^2): " + ", ".join(f"{peaks[t]:.1f} GFLOP/s on {t} thread(s)" for t in args.threads) + "\n",
         "- first touch of a fresh 32 MB output (allocate + fill): " + ", ".join(

@@ -3,8 +3,9 @@
 Peak memory on the CPU has no allocator counters, so it is read from the kernel: the
 high-water mark of resident memory (VmHWM, reset through /proc/self/clear_refs before the
 measured call) minus the resident size just before it (inputs already allocated). Processes
-run with MALLOC_MMAP_THRESHOLD_ lowered so that freed tensors go back to the kernel at once
-and resident memory tracks live tensors instead of glibc's cached free lists.
+run with MALLOC_MMAP_THRESHOLD_ lowered and the CPU op's output cache off
+(LINTF_CPU_OUTPUT_CACHE_MB=0), so that freed tensors go back to the kernel at once and resident
+memory tracks live tensors instead of glibc's free lists or reusable output buffers.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def peak_resident_mb() -> float:
 
 
 REPO = Path(__file__).resolve().parents[1]
+# The environment under which resident memory tracks live tensors (see the module docstring).
+MEMORY_TRACKING_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "LINTF_CPU_OUTPUT_CACHE_MB": "0"}
 
 
 def module_environment(**extra: str) -> dict[str, str]:
@@ -44,11 +47,11 @@ def module_environment(**extra: str) -> dict[str, str]:
 
 
 def release_freed_memory_eagerly() -> None:
-    """Re-execute this benchmark module with MALLOC_MMAP_THRESHOLD_ set (call first thing in main())."""
+    """Re-execute this benchmark module under MEMORY_TRACKING_ENV (call first thing in main())."""
     if os.environ.get("MALLOC_MMAP_THRESHOLD_") is None:
         module = sys.modules["__main__"].__spec__.name
         command = [sys.executable, "-m", module, *sys.argv[1:]]
-        os.execve(sys.executable, command, module_environment(MALLOC_MMAP_THRESHOLD_="65536"))
+        os.execve(sys.executable, command, module_environment(**MEMORY_TRACKING_ENV))
 
 
 def peak_extra_mb(fn: Callable[[], Any]) -> float:
@@ -80,7 +83,7 @@ def run_isolated(module: str, *args: str, timeout: float | None = 1800) -> dict[
     The process returns freed memory to the kernel at once (see the module docstring). On failure
     the result is ``{"error": <last line of stderr>}``; ``timeout=None`` waits without limit.
     """
-    env = module_environment(MALLOC_MMAP_THRESHOLD_="65536")
+    env = module_environment(**MEMORY_TRACKING_ENV)
     done = subprocess.run(
         [sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=timeout, check=False, env=env
     )
