@@ -28,7 +28,8 @@ std::size_t limit_from_env() {
   if (text == nullptr || *text == '\0') return std::size_t(1024) << 20;
   char* end = nullptr;
   const long long mb = std::strtoll(text, &end, 10);
-  TORCH_CHECK(end != text && *end == '\0' && mb >= 0, "LINTF_CPU_OUTPUT_CACHE_MB must be a whole number of MB >= 0 "
+  TORCH_CHECK(end != text && *end == '\0' && mb >= 0 && mb < (1LL << 40),
+              "LINTF_CPU_OUTPUT_CACHE_MB must be a whole number of MB >= 0 and below 2^40 ",
               "(0 turns the output cache off), got '", text, "'");
   return static_cast<std::size_t>(mb) << 20;
 }
