@@ -16,29 +16,15 @@
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 
-#include <cstdint>
+#include <cstddef>
 #include <optional>
-
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 namespace lintf::cpu {
 
 // ATen's fresh memory, advised to use huge pages and faulted in by this thread.
 inline at::Tensor advised_empty(at::IntArrayRef sizes, const at::TensorOptions& options) {
   auto t = at::empty(sizes, options);
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr std::uintptr_t kHuge = std::uintptr_t(1) << 21, kPage = std::uintptr_t(1) << 12;
-  constexpr int kPopulateWrite = 23;  // MADV_POPULATE_WRITE, absent from older headers
-  const auto begin = reinterpret_cast<std::uintptr_t>(t.data_ptr()), end = begin + t.nbytes();
-  const std::uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1), last = end & ~(kHuge - 1);
-  if (begin != 0 && last > first) {  // at least one whole huge page: a fresh mapping of its own
-    madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
-    const std::uintptr_t page_begin = begin & ~(kPage - 1), page_end = (end + kPage - 1) & ~(kPage - 1);
-    madvise(reinterpret_cast<void*>(page_begin), page_end - page_begin, kPopulateWrite);
-  }
-#endif
+  advise_fresh_pages(t.data_ptr(), t.nbytes());
   return t;
 }
 

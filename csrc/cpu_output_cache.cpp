@@ -8,7 +8,6 @@
 #include <map>
 #include <mutex>
 #include <new>
-#include <string>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -39,11 +38,7 @@ std::size_t limit_from_env() {
 void* fresh_buffer(std::size_t bytes) {
   void* p = std::aligned_alloc(kHugePage, bytes);
   if (p == nullptr) throw std::bad_alloc();
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr int kPopulateWrite = 23;  // MADV_POPULATE_WRITE (Linux 5.14+), absent from older headers
-  madvise(p, bytes, MADV_HUGEPAGE);
-  madvise(p, bytes, kPopulateWrite);  // advice: where unsupported, the op's first writes fault instead
-#endif
+  advise_fresh_pages(p, bytes);
   return p;
 }
 
@@ -153,6 +148,20 @@ OutputCache& cache() {
 void OutputCache::release(void* context) { cache().give_back(static_cast<Block*>(context)); }
 
 }  // namespace
+
+void advise_fresh_pages(void* data, std::size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr std::uintptr_t kHuge = kHugePage, kPage = std::uintptr_t(1) << 12;
+  constexpr int kPopulateWrite = 23;  // MADV_POPULATE_WRITE, absent from older headers
+  const auto begin = reinterpret_cast<std::uintptr_t>(data), end = begin + bytes;
+  const std::uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1), last = end & ~(kHuge - 1);
+  if (begin != 0 && last > first) {  // at least one whole huge page: a fresh mapping of its own
+    madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+    const std::uintptr_t page_begin = begin & ~(kPage - 1), page_end = (end + kPage - 1) & ~(kPage - 1);
+    madvise(reinterpret_cast<void*>(page_begin), page_end - page_begin, kPopulateWrite);
+  }
+#endif
+}
 
 c10::Allocator* output_cache_allocator() { return cache().enabled() ? &cache() : nullptr; }
 

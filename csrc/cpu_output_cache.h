@@ -5,13 +5,13 @@
 // on every call: glibc maps allocations above 32 MB on their own and unmaps them when freed, and
 // the kernel zeroes each new page before the op writes it (4 ms per 32 MB with 2 MB pages, about
 // 15% of a forward+backward at B=1, H=8, N=16384 on one core; benchmarks/results/causal_product.md,
-// "first touch"). Buffers from kMinBytes on come from here instead: a freed output's buffer goes
+// "first touch"). Buffers from kMinCachedBytes on come from here instead: a freed output's buffer goes
 // back to the cache (up to a byte limit) and the next output of the same rounded size reuses it,
 // like the caching allocators of GPU frameworks. The tensors are ordinary CPU tensors (resizable,
 // with this allocator), their contents undefined as at::empty's are.
 //
 // The limit is LINTF_CPU_OUTPUT_CACHE_MB (default 1024; 0 turns the cache off), read once.
-// torch.ops.lintf.empty_cpu_output_cache() returns the cached buffers to the system.
+// lintf.ops.empty_cpu_output_cache() returns the cached buffers to the system.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -25,6 +25,11 @@ namespace lintf::cpu {
 // Buffers below this size come from ATen's allocator: small allocations are served from the heap
 // without fresh pages, and caching them would only hold memory.
 constexpr std::size_t kMinCachedBytes = std::size_t(4) << 20;
+
+// Advises fresh memory [data, data + bytes) to use transparent huge pages on its 2 MB-aligned
+// interior and faults its pages in from this thread (MADV_HUGEPAGE, MADV_POPULATE_WRITE; Linux
+// 5.14+). Advice only: a no-op where THP is off, where the kernel is older or the memory resident.
+void advise_fresh_pages(void* data, std::size_t bytes);
 
 // The allocator of cached outputs (one per process, never destroyed: tensors may outlive statics).
 c10::Allocator* output_cache_allocator();
