@@ -121,8 +121,9 @@ def test_limit_bounds_the_cached_bytes(limit: str, cached: int) -> None:
         assert stats["allocated"] == 0, "with the cache off, outputs come from ATen's allocator"
 
 
-def test_bad_limit_is_a_clear_error() -> None:
-    result = run_with_limit("lots", PROGRAM)
+@pytest.mark.parametrize("limit", ["lots", "-1", "2048MB", str(1 << 40)])
+def test_bad_limit_is_a_clear_error(limit: str) -> None:
+    result = run_with_limit(limit, PROGRAM)
     assert result.returncode != 0
-    assert "LINTF_CPU_OUTPUT_CACHE_MB must be a whole number of MB >= 0" in result.stderr
-    assert "'lots'" in result.stderr
+    assert "LINTF_CPU_OUTPUT_CACHE_MB must be a whole number of MB >= 0 and below 2^40" in result.stderr
+    assert f"got '{limit}'" in result.stderr
