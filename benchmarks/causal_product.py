@@ -5,17 +5,18 @@
 B=1, H=8, C=M=64, fp32, q and k elu+1 feature maps; threads default to 1, 2 and all cores (pinned
 with torch.set_num_threads). Rows: "lintf op" (the compiled op on the vector path this CPU
 selects), "lintf op, state" (the same continuing from an initial state and returning the final
-one), "lintf op [<path>]" (the op with LINTF_CPU_PATH forcing a narrower vector path),
-"lintf pytorch" (the pure-PyTorch path), "sdpa" (`scaled_dot_product_attention(is_causal=True)`,
-while its O(N^2) time fits) and "fast-transformers" (pytorch-fast-transformers 0.4.0, imported only
-here, when installed: its CPU `causal_dot_product` plus its normaliser computed in PyTorch the way
-its CausalLinearAttention does). Times: median of 7 calls (3 when a call takes over half a second)
+one), "lintf op [<path>]" (the op with LINTF_CPU_PATH forcing a narrower vector path for the
+forward and the backward), "lintf pytorch" (the pure-PyTorch path), "sdpa"
+(`scaled_dot_product_attention(is_causal=True)`, while its O(N^2) time fits) and
+"fast-transformers" (pytorch-fast-transformers 0.4.0, imported only here, when installed: its
+CPU `causal_dot_product` plus its normaliser computed in PyTorch the way its
+CausalLinearAttention does). Times: median of 7 calls (3 when a call takes over half a second)
 after a warm-up call, the thread counts taking turns call by call; inputs and the upstream gradient
 of forward+backward are made once, outside the timed calls. GFLOP/s count the minimal work,
-4NCM per head forward and 12NCM forward+backward, against an fp32 matmul (2048^2) measured in the
-same run with the same number of threads. Memory: peak extra resident MB of one call over its
-inputs (outputs and gradients included), in a child process whose glibc returns freed blocks to
-the OS at once and with the op's output cache off. "first touch" times filling a fresh
+4NCM per head forward and 12NCM forward+backward, against an fp32 matmul (2048^2, fastest of 7
+calls) measured in the same run with the same number of threads. Memory: peak extra resident MB of
+one call over its inputs (outputs and gradients included), in a child process whose glibc returns
+freed blocks to the OS at once and with the op's output cache off. "first touch" times filling a fresh
 output-sized tensor with 4 KB pages and with 2 MB pages (MADV_HUGEPAGE), the cost an output pays
 before any arithmetic when its buffer is not reused from the op's output cache; the memory read
 bandwidth (summing 128 MB) bounds how fast inputs and outputs can move at all.
@@ -25,7 +26,9 @@ Writes benchmarks/results/causal_product.{md,png}.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
+import dataclasses
 import functools
 import json
 import os
@@ -83,18 +86,30 @@ def op_with_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Te
     return out
 
 
-def op_on_path(path: str) -> Fn:
-    """The compiled op with LINTF_CPU_PATH=path (the op reads it on every call)."""
+@contextlib.contextmanager
+def forced_cpu_path(path: str | None) -> Iterator[None]:
+    """LINTF_CPU_PATH=path inside the block (nothing changes for None); the op reads it on every call."""
+    if path is None:
+        yield
+        return
+    before = os.environ.get("LINTF_CPU_PATH")
+    os.environ["LINTF_CPU_PATH"] = path
+    try:
+        yield
+    finally:
+        os.environ.pop("LINTF_CPU_PATH") if before is None else os.environ.update(LINTF_CPU_PATH=before)
 
-    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        before = os.environ.get("LINTF_CPU_PATH")
-        os.environ["LINTF_CPU_PATH"] = path
-        try:
+
+@dataclasses.dataclass(frozen=True)
+class OpOnPath:
+    """The compiled op with LINTF_CPU_PATH forcing a vector path. run_once keeps the path forced
+    through the backward too, which runs after this call has returned."""
+
+    path: str
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        with forced_cpu_path(self.path):
             return causal_linear_attention(q, k, v)
-        finally:
-            os.environ.pop("LINTF_CPU_PATH") if before is None else os.environ.update(LINTF_CPU_PATH=before)
-
-    return attention
 
 
 def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -105,7 +120,7 @@ def implementations() -> dict[str, Fn]:
     if not compiled_op_available("cpu"):
         sys.exit("the compiled op is not available; see the warning above")
     impls: dict[str, Fn] = {"lintf op": causal_linear_attention, "lintf op, state": op_with_state}
-    impls.update({f"lintf op [{path}]": op_on_path(path) for path in _ext.cpu_vector_paths()[1:]})
+    impls.update({f"lintf op [{path}]": OpOnPath(path) for path in _ext.cpu_vector_paths()[1:]})
     impls.update({"lintf pytorch": causal_linear_attention_pytorch, "sdpa": sdpa})
     reference = fast_transformers_attention()
     if reference is not None:
@@ -119,14 +134,16 @@ def inputs(n: int, requires_grad: bool) -> list[torch.Tensor]:
 
 
 def run_once(fn: Fn, tensors: list[torch.Tensor], upstream: torch.Tensor | None) -> None:
-    """One forward call, or with an upstream gradient (made once, like the inputs) forward+backward."""
-    if upstream is None:
-        with torch.no_grad():
-            fn(*tensors)
-        return
-    out = fn(*tensors)
-    grads = torch.autograd.grad(out, tensors, upstream)
-    del out, grads
+    """One forward call, or with an upstream gradient (made once, like the inputs) forward+backward;
+    an OpOnPath's vector path stays forced for both."""
+    with forced_cpu_path(fn.path if isinstance(fn, OpOnPath) else None):
+        if upstream is None:
+            with torch.no_grad():
+                fn(*tensors)
+            return
+        out = fn(*tensors)
+        grads = torch.autograd.grad(out, tensors, upstream)
+        del out, grads
 
 
 def seconds(fn: Callable[[], object], threads: int) -> float:
@@ -135,9 +152,10 @@ def seconds(fn: Callable[[], object], threads: int) -> float:
 
 
 def matmul_gflops(threads: int, size: int = 2048) -> float:
-    """fp32 matmul throughput with `threads` threads (median of 7): the machine's practical peak."""
+    """fp32 matmul throughput with `threads` threads, fastest of 7 calls: the machine's practical peak
+    (a slower call measures the shared host's load, not what the cores can do)."""
     a, b = torch.randn(size, size), torch.randn(size, size)
-    return 2 * size**3 / seconds(lambda: a @ b, threads) / 1e9
+    return 2 * size**3 / seconds_per_thread_count(lambda: a @ b, [threads], statistic=min)[threads] / 1e9
 
 
 def read_gbs(threads: int, megabytes: int = 128) -> float:
@@ -319,7 +337,7 @@ def main() -> None:
         f"- output cache of the op: {cache_mb} MB (freed outputs' buffers are reused; the memory columns are "
         "measured with it off, LINTF_CPU_OUTPUT_CACHE_MB=0)\n",
         f"- load average (1 min) before / after the timings: {load_before:.2f} / {load_after:.2f}\n",
-        "- fp32 matmul (2048^2): " + ", ".join(f"{peaks[t]:.1f} GFLOP/s on {t} thread(s)" for t in args.threads) + "\n",
+        "- fp32 matmul (2048^2, fastest of 7 calls): " + ", ".join(f"{peaks[t]:.1f} GFLOP/s on {t} thread(s)" for t in args.threads) + "\n",
         "- first touch of a fresh 32 MB output (allocate + fill): " + ", ".join(
             f"{touch[(t, False)]:.1f} ms with 4 KB pages / {touch[(t, True)]:.1f} ms with 2 MB pages on {t} thread(s)"
             for t in args.threads) + "\n",

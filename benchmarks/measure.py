@@ -101,10 +101,11 @@ def write_report(out: str | Path, name: str, lines: list[str], payload: dict[str
     print("\n".join(lines))
 
 
-def seconds_per_thread_count(fn: Callable[[], Any], threads: list[int], repeats: int = 7) -> dict[int, float]:
-    """Median wall seconds of `fn` per torch thread count. The counts take turns call by call (after one
-    warm-up call each), so a change in the machine's load during the measurement weighs on all of
-    them alike; 3 rounds instead of `repeats` when a call takes over half a second."""
+def seconds_per_thread_count(fn: Callable[[], Any], threads: list[int], repeats: int = 7,
+                             statistic: Callable[[list[float]], float] = statistics.median) -> dict[int, float]:
+    """Median (or `statistic`) wall seconds of `fn` per torch thread count. The counts take turns call
+    by call (after one warm-up call each), so a change in the machine's load during the measurement
+    weighs on all of them alike; 3 rounds instead of `repeats` when a call takes over half a second."""
     import torch
 
     slow = False
@@ -120,7 +121,7 @@ def seconds_per_thread_count(fn: Callable[[], Any], threads: list[int], repeats:
             start = time.perf_counter()
             fn()
             times[n_threads].append(time.perf_counter() - start)
-    return {t: statistics.median(v) for t, v in times.items()}
+    return {t: statistic(v) for t, v in times.items()}
 
 
 def positive_int(text: str) -> int:
