@@ -33,6 +33,7 @@ import functools
 import json
 import os
 import platform
+import statistics
 import sys
 from collections.abc import Callable, Iterator
 from importlib import metadata
@@ -45,7 +46,8 @@ from lintf.ops import (LinearAttentionState, _ext, causal_linear_attention, comp
                        cpu_output_cache_stats)
 from lintf.ops.fallback import causal_linear_attention_pytorch
 
-from benchmarks.measure import peak_extra_mb, positive_int, run_isolated, seconds_per_thread_count
+from benchmarks.measure import (environment_variable, peak_extra_mb, positive_int, run_isolated,
+                                seconds_per_thread_count)
 
 HEADS, DIM = 8, 64
 SDPA_MAX_N = 16384  # its O(N^2) fwd+bwd takes ~a minute per call beyond this on one core
@@ -86,20 +88,6 @@ def op_with_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Te
     return out
 
 
-@contextlib.contextmanager
-def forced_cpu_path(path: str | None) -> Iterator[None]:
-    """LINTF_CPU_PATH=path inside the block (nothing changes for None); the op reads it on every call."""
-    if path is None:
-        yield
-        return
-    before = os.environ.get("LINTF_CPU_PATH")
-    os.environ["LINTF_CPU_PATH"] = path
-    try:
-        yield
-    finally:
-        os.environ.pop("LINTF_CPU_PATH") if before is None else os.environ.update(LINTF_CPU_PATH=before)
-
-
 @dataclasses.dataclass(frozen=True)
 class OpOnPath:
     """The compiled op with LINTF_CPU_PATH forcing a vector path. run_once keeps the path forced
@@ -108,7 +96,7 @@ class OpOnPath:
     path: str
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        with forced_cpu_path(self.path):
+        with environment_variable("LINTF_CPU_PATH", self.path):
             return causal_linear_attention(q, k, v)
 
 
@@ -136,7 +124,8 @@ def inputs(n: int, requires_grad: bool) -> list[torch.Tensor]:
 def run_once(fn: Fn, tensors: list[torch.Tensor], upstream: torch.Tensor | None) -> None:
     """One forward call, or with an upstream gradient (made once, like the inputs) forward+backward;
     an OpOnPath's vector path stays forced for both."""
-    with forced_cpu_path(fn.path if isinstance(fn, OpOnPath) else None):
+    forced = environment_variable("LINTF_CPU_PATH", fn.path) if isinstance(fn, OpOnPath) else contextlib.nullcontext()
+    with forced:
         if upstream is None:
             with torch.no_grad():
                 fn(*tensors)
@@ -146,16 +135,17 @@ def run_once(fn: Fn, tensors: list[torch.Tensor], upstream: torch.Tensor | None)
         del out, grads
 
 
-def seconds(fn: Callable[[], object], threads: int) -> float:
-    """Median wall time of `fn` on `threads` threads (see seconds_per_thread_count)."""
-    return seconds_per_thread_count(fn, [threads])[threads]
+def seconds(fn: Callable[[], object], threads: int,
+            statistic: Callable[[list[float]], float] = statistics.median) -> float:
+    """Median (or `statistic`) wall time of `fn` on `threads` threads (see seconds_per_thread_count)."""
+    return seconds_per_thread_count(fn, [threads], statistic=statistic)[threads]
 
 
 def matmul_gflops(threads: int, size: int = 2048) -> float:
     """fp32 matmul throughput with `threads` threads, fastest of 7 calls: the machine's practical peak
     (a slower call measures the shared host's load, not what the cores can do)."""
     a, b = torch.randn(size, size), torch.randn(size, size)
-    return 2 * size**3 / seconds_per_thread_count(lambda: a @ b, [threads], statistic=min)[threads] / 1e9
+    return 2 * size**3 / seconds(lambda: a @ b, threads, statistic=min) / 1e9
 
 
 def read_gbs(threads: int, megabytes: int = 128) -> float:

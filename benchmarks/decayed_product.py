@@ -14,9 +14,8 @@ call over its inputs (outputs and gradients included). Writes benchmarks/results
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -26,24 +25,10 @@ from lintf.ops.decayed import decayed_dot_product
 from lintf.ops.decayed_op import serves
 
 from benchmarks.causal_product import cpu_model
-from benchmarks.measure import median_seconds, peak_extra_mb, release_freed_memory_eagerly
+from benchmarks.measure import environment_variable, median_seconds, peak_extra_mb, release_freed_memory_eagerly
 
 HEADS, DIM = 8, 64
 RESULTS = Path(__file__).parent / "results"
-
-
-@contextlib.contextmanager
-def extension(setting: str | None) -> Iterator[None]:
-    """Run the block with LINTF_EXTENSION set to setting (None: unset), then restore it."""
-    before = os.environ.pop("LINTF_EXTENSION", None)
-    if setting is not None:
-        os.environ["LINTF_EXTENSION"] = setting
-    try:
-        yield
-    finally:
-        os.environ.pop("LINTF_EXTENSION", None)
-        if before is not None:
-            os.environ["LINTF_EXTENSION"] = before
 
 
 def inputs(n: int, requires_grad: bool) -> list[torch.Tensor]:
@@ -69,7 +54,7 @@ def call(tensors: list[torch.Tensor], backward: bool) -> Callable[[], None]:
 
 def measure(n: int, path: str | None, repeats: int) -> dict[str, float]:
     """Forward and fwd+bwd milliseconds and fwd+bwd peak MB on one path (None: compiled, "off": PyTorch)."""
-    with extension(path):
+    with environment_variable("LINTF_EXTENSION", path):
         with torch.no_grad():
             forward = median_seconds(call(inputs(n, False), False), repeats)
         tensors = inputs(n, True)

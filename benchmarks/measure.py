@@ -11,6 +11,7 @@ memory tracks live tensors instead of glibc's free lists or reusable output buff
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, Callable
 
 
@@ -44,6 +46,21 @@ def module_environment(**extra: str) -> dict[str, str]:
     """The environment of a child ``python -m benchmarks.<name>``: the repository on its import path."""
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+@contextlib.contextmanager
+def environment_variable(name: str, value: str | None) -> Iterator[None]:
+    """Run the block with environment variable `name` set to `value` (None: unset), then restore it.
+    For the op's switches that it reads on every call (LINTF_CPU_PATH, LINTF_EXTENSION, ...)."""
+    before = os.environ.pop(name, None)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
+        if before is not None:
+            os.environ[name] = before
 
 
 def release_freed_memory_eagerly() -> None:
