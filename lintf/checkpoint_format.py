@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from lintf.checkpoint_io import load_checkpoint_file
+
 FORMAT = 2
 ENCODER_FIELDS = ("d_model", "n_layers", "n_heads", "attention", "attention_kwargs", "feature_map",
                   "feature_map_kwargs", "d_ff", "activation", "dropout", "norm")
@@ -83,7 +85,7 @@ def main(args: list[str] | None = None) -> None:
     new = options.new or upgraded_path(options.old)
     if new.exists():
         parser.error(f"{new} exists; give another NEW path (nothing is overwritten)")
-    checkpoint = torch.load(options.old, map_location="cpu", weights_only=True)
+    checkpoint = load_checkpoint_file(options.old)
     if format_of(checkpoint) >= FORMAT:
         parser.error(f"{options.old} is already in checkpoint format {FORMAT}; nothing to upgrade")
     torch.save(upgrade(checkpoint), new)

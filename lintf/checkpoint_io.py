@@ -4,6 +4,11 @@ Every checkpoint is written to a temporary file and renamed into place (a run ki
 never leaves a half-written ``last.ckpt``), with a ``<file>.sha256`` sidecar holding the digest of
 its bytes. Reading verifies the digest when the sidecar exists, so a copy cut short or a flipped bit
 inside a tensor is reported instead of loading silently wrong weights.
+
+``load_checkpoint_file`` is the one place lintf reads a checkpoint: the digest first, then
+``torch.load(weights_only=True)``, which rebuilds tensors and plain data but never imports or calls
+anything named in the file. The digest detects corruption, not tampering: whoever can replace the
+file can replace its sidecar too.
 """
 
 from __future__ import annotations
@@ -13,13 +18,18 @@ import os
 from pathlib import Path
 from typing import Any
 
+import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 SIDECAR_SUFFIX = ".sha256"
 CHUNK_BYTES = 1 << 22
 
 
-class CheckpointIntegrityError(ValueError):
+class CheckpointFileError(ValueError):
+    """A checkpoint file that cannot be used: unreadable, not a checkpoint, or damaged."""
+
+
+class CheckpointIntegrityError(CheckpointFileError):
     """A checkpoint whose bytes no longer match the digest recorded when it was written."""
 
 
@@ -56,6 +66,34 @@ def verify_checkpoint(path: str | Path) -> None:
         )
 
 
+def load_checkpoint_file(path: str | Path, map_location: Any = "cpu", mmap: bool = False) -> dict[str, Any]:
+    """The checkpoint dict at ``path``, its sha256 verified, loaded without running code from it.
+
+    Args:
+        path: a ``.ckpt`` file.
+        map_location: where tensors go (``torch.load``'s argument).
+        mmap: map tensors from the file instead of reading them (for a look at the metadata).
+
+    Raises:
+        CheckpointIntegrityError: the bytes do not match the recorded digest.
+        CheckpointFileError: the file cannot be read, or holds something other than a checkpoint's plain
+            data and tensors (an object whose loading would run code).
+    """
+    verify_checkpoint(path)
+    try:
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+    except Exception as error:  # torch raises UnpicklingError, RuntimeError, EOFError, ... for a bad file
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise CheckpointFileError(
+            f"cannot read checkpoint {path}: {type(error).__name__}: {reason}. lintf reads checkpoints with "
+            "torch.load(weights_only=True): tensors and plain data only, never objects whose loading runs code."
+        ) from None
+    if not isinstance(checkpoint, dict):
+        raise CheckpointFileError(f"{path} holds a {type(checkpoint).__name__}, not a checkpoint (a dict with "
+                                  "state_dict and hyper_parameters)")
+    return checkpoint
+
+
 class VerifiedCheckpointIO(TorchCheckpointIO):
     """Lightning's ``TorchCheckpointIO``, writing atomically with a sha256 sidecar and verifying it on load."""
 
@@ -69,10 +107,10 @@ class VerifiedCheckpointIO(TorchCheckpointIO):
         write_atomically(sidecar_of(path), f"{digest}  {path.name}\n")
 
     def load_checkpoint(self, path: str | Path, map_location: Any = None, weights_only: bool | None = None) -> dict:
-        verify_checkpoint(path)
-        if map_location is None:
-            return super().load_checkpoint(path, weights_only=weights_only)
-        return super().load_checkpoint(path, map_location=map_location, weights_only=weights_only)
+        """``load_checkpoint_file``: whatever Lightning asks, nothing in a checkpoint runs code."""
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"Checkpoint file not found: {path}")
+        return load_checkpoint_file(path, map_location=map_location if map_location is not None else "cpu")
 
     def remove_checkpoint(self, path: str | Path) -> None:
         super().remove_checkpoint(path)

@@ -9,10 +9,8 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
-import torch
-
 from lintf.checkpoint_format import FORMAT, format_of, task_name
-from lintf.checkpoint_io import CheckpointIntegrityError, verify_checkpoint
+from lintf.checkpoint_io import CheckpointFileError, CheckpointIntegrityError, load_checkpoint_file
 
 
 class CheckpointError(ValueError):
@@ -25,15 +23,13 @@ ALIASES = {"last": "last.ckpt", "best": "best.ckpt"}
 def read_checkpoint(path: str) -> dict[str, Any]:
     """The checkpoint dict at ``path`` without copying its tensors (memory-mapped), its sha256 verified."""
     try:
-        verify_checkpoint(path)
+        return load_checkpoint_file(path, mmap=True)
     except CheckpointIntegrityError as error:
         raise CheckpointError(str(error)) from None
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as error:
+    except CheckpointFileError as error:
         raise CheckpointError(
-            f"cannot read checkpoint {path}: {type(error).__name__}: {error}. --ckpt_path takes a .ckpt file "
-            f"written by a lintf run (<run>/checkpoints/last.ckpt or best.ckpt), 'last' or 'best'."
+            f"{error} --ckpt_path takes a .ckpt file written by a lintf run (<run>/checkpoints/last.ckpt or "
+            "best.ckpt), 'last' or 'best'."
         ) from None
 
 

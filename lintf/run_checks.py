@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from lightning.pytorch import LightningModule
 
+from lintf.checkpoint_io import load_checkpoint_file
+
 PROGRESS_KEYS = {"last_epoch", "_step_count", "_get_lr_called_within_step", "_last_lr", "_is_initial", "verbose",
                  "_initial_step"}
 """Scheduler state that advances as training runs; every other entry is a setting."""
@@ -93,7 +95,7 @@ def listed(items: list[str]) -> str:
 
 def check_checkpoint_fits(model: LightningModule, path: str) -> dict[str, Any]:
     """The checkpoint at ``path`` (memory-mapped); RunCheckError if its weights do not fit ``model``."""
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    checkpoint = load_checkpoint_file(path, mmap=True)
     mismatches = weight_mismatches(model, checkpoint.get("state_dict", {}))
     if mismatches:
         raise RunCheckError(
