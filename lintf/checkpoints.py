@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import glob
 import importlib
+import inspect
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lintf.checkpoint_format import FORMAT, format_of, task_name
@@ -18,6 +19,8 @@ class CheckpointError(ValueError):
 
 
 ALIASES = {"last": "last.ckpt", "best": "best.ckpt"}
+UNSAVED_ARGUMENTS = ("optimizer", "lr_scheduler")
+"""Task arguments never saved in a checkpoint's hyper-parameters (the run's optimizer state records them)."""
 
 
 def read_checkpoint(path: str) -> dict[str, Any]:
@@ -68,11 +71,27 @@ def find_checkpoints(roots: Iterable[str], filename: str) -> list[str]:
     return sorted(found, key=os.path.getmtime, reverse=True)
 
 
-def resolve_checkpoint(ckpt_path: str, task: str, roots: list[str]) -> str:
-    """Turn ``ckpt_path`` (a file, 'last' or 'best') into an existing checkpoint of ``task``.
+def resolve_checkpoint(ckpt_path: str, task: str, roots: list[str], settings: Mapping[str, Any] | None = None) -> str:
+    """The path of ``find_checkpoint``'s checkpoint (see there)."""
+    return find_checkpoint(ckpt_path, task, roots, settings)[0]
 
-    'last' / 'best' pick the newest ``last.ckpt`` / ``best.ckpt`` written by ``task`` under
-    ``roots`` (the logger's save_dir and the trainer's default_root_dir).
+
+def find_checkpoint(ckpt_path: str, task: str, roots: list[str],
+                    settings: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """Turn ``ckpt_path`` (a file, 'last' or 'best') into an existing checkpoint of ``task``, and read it.
+
+    'last' / 'best' pick the newest ``last.ckpt`` / ``best.ckpt`` of this experiment under ``roots`` (the
+    logger's save_dir and the trainer's default_root_dir): written by ``task``, with the model
+    ``settings`` of this configuration (checkpoints of other experiments in the same directory are skipped).
+
+    Args:
+        ckpt_path: a path, 'last' or 'best'.
+        task: class path of the configured task.
+        roots: directories searched for 'last' / 'best'.
+        settings: the configured task's arguments (``model.init_args``); None matches any.
+
+    Returns:
+        the path and the checkpoint dict (tensors memory-mapped), its digest verified.
 
     Raises:
         CheckpointError: one paragraph saying what is wrong and what is allowed.
@@ -80,13 +99,13 @@ def resolve_checkpoint(ckpt_path: str, task: str, roots: list[str]) -> str:
     task = canonical_class_path(task)
     where = " or ".join(roots)
     if ckpt_path in ALIASES:
-        return newest_of_task(ckpt_path, task, roots)
+        return newest_of_experiment(ckpt_path, task, roots, settings)
     if not os.path.isfile(ckpt_path):
         nearby = find_checkpoints(roots, "*.ckpt")[:3]
         hint = f"; recent checkpoints: {', '.join(nearby)}" if nearby else ""
         raise CheckpointError(
             f"checkpoint not found: {ckpt_path}. --ckpt_path takes an existing .ckpt file, 'last' (the newest "
-            f"last.ckpt of this task under {where}) or 'best'{hint}."
+            f"last.ckpt of this experiment under {where}) or 'best'{hint}."
         )
     checkpoint = read_checkpoint(ckpt_path)
     written_by = task_of(checkpoint)
@@ -97,17 +116,18 @@ def resolve_checkpoint(ckpt_path: str, task: str, roots: list[str]) -> str:
             f"{task}, or choose the matching task with --model {written_by or '<TaskClass>'} and its data module."
         )
     require_current_format(ckpt_path, checkpoint)
-    return ckpt_path
+    return ckpt_path, checkpoint
 
 
-def newest_of_task(alias: str, task: str, roots: list[str]) -> str:
-    """The newest readable ``last.ckpt`` / ``best.ckpt`` of ``task`` under ``roots``.
+def newest_of_experiment(alias: str, task: str, roots: list[str],
+                         settings: Mapping[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    """The newest readable ``last.ckpt`` / ``best.ckpt`` of ``task`` with these model ``settings`` under ``roots``.
 
     Unreadable files (a run killed while writing, a damaged disk) are skipped with a warning naming
     them, so an old broken file never hides a newer good one.
     """
     filename, where = ALIASES[alias], " or ".join(roots)
-    unreadable, older, other_tasks = [], [], 0
+    unreadable, older, other_tasks, other_settings = [], [], 0, []
     for path in find_checkpoints(roots, filename):
         try:
             checkpoint = read_checkpoint(path)
@@ -118,17 +138,58 @@ def newest_of_task(alias: str, task: str, roots: list[str]) -> str:
             other_tasks += 1
         elif format_of(checkpoint) < FORMAT:
             older.append(path)
+        elif settings is not None and setting_differences(checkpoint.get("hyper_parameters") or {}, settings):
+            other_settings.append((path, setting_differences(checkpoint.get("hyper_parameters") or {}, settings)))
         else:
             if unreadable:
                 warnings.warn(f"--ckpt_path {alias}: skipped unreadable {', '.join(unreadable)}; using {path}",
                               stacklevel=2)
-            return path
-    notes = [f"{other_tasks} from other tasks"]
+            return path, checkpoint
+    notes = [f"{other_tasks} from other tasks"] if other_tasks else []
+    if other_settings:
+        path, differences = other_settings[0]
+        notes.append(f"{len(other_settings)} of {task} with other model settings, the newest {path} ("
+                     f"{'; '.join(differences[:3])})")
     if unreadable:
         notes.append(f"unreadable: {', '.join(unreadable)}")
     if older:
         notes.append(f"written by an older lintf: {', '.join(older)} (upgrade with `python -m lintf.checkpoint_format PATH`)")
     raise CheckpointError(
-        f"--ckpt_path {alias}: no {filename} written by {task} under {where} ({'; '.join(notes)}). "
-        "Train first (lintf fit ...), or pass the path of a .ckpt file."
+        f"--ckpt_path {alias}: no {filename} written by {task} with this config's model settings under {where} "
+        f"{'(' + '; '.join(notes) + ')' if notes else '(none found)'}. Train first (lintf fit ...), give the settings of the run you mean (its "
+        "config.yaml), or pass the path of a .ckpt file."
     )
+
+
+def flat_settings(settings: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as dotted keys (``encoder.d_model``); tuples as lists, so saved and parsed values compare."""
+    flat: dict[str, Any] = {}
+    for key, value in settings.items():
+        if isinstance(value, Mapping) and value:
+            flat.update(flat_settings(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
+    return flat
+
+
+def setting_differences(saved: Mapping[str, Any], configured: Mapping[str, Any]) -> list[str]:
+    """``key: checkpoint A, this config B`` for each model setting both define with different values.
+
+    Args:
+        saved: the checkpoint's ``hyper_parameters``.
+        configured: the configured task's arguments (``model.init_args`` as a dict).
+    """
+    saved, configured = flat_settings(saved), flat_settings(configured)
+    return [f"{key}: checkpoint {saved[key]!r}, this config {configured[key]!r}"
+            for key in sorted(saved.keys() & configured.keys()) if not key.startswith("_") and saved[key] != configured[key]]
+
+
+def hyperparameter_keys(task_class: type) -> set[str]:
+    """The keys a checkpoint of ``task_class`` may hold in ``hyper_parameters``: every constructor argument of
+    its classes (Lightning collects them up the ``__init__`` chain) except the optimizer and schedule, which
+    are never saved, and Lightning's own ``_class_path`` / ``_instantiator``."""
+    keys = {"_class_path", "_instantiator"}
+    for cls in task_class.__mro__:
+        if "__init__" in vars(cls):
+            keys |= set(inspect.signature(cls.__init__).parameters)
+    return keys - {"self", "args", "kwargs", *UNSAVED_ARGUMENTS}

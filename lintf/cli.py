@@ -26,20 +26,26 @@ import lintf
 from lintf.callbacks import LogSamples, PredictionWriter, RunCheckpoint, SaveRunConfig
 from lintf.callbacks.run_directory import run_directory
 from lintf.checkpoint_io import VerifiedCheckpointIO
-from lintf.checkpoints import CheckpointError, resolve_checkpoint
+from lintf.checkpoints import UNSAVED_ARGUMENTS, CheckpointError, find_checkpoint, hyperparameter_keys, setting_differences
+from lintf.class_paths import ClassPathError, check_checkpoint_hyperparameters, check_class_paths
 from lintf.config_errors import summarize
 from lintf.config_files import ConfigFileError, integer_batch_limits
 from lintf.plugins import PluginError, load_plugins, plugins_in_args
 from lintf.registry import UnknownArgumentError, UnknownNameError
 from lintf.tasks.decoding import Decoding
 from lintf.ops._ext import BuildLockError
-from lintf.run_checks import check_before_fit, check_checkpoint_fits
+from lintf.names import import_class
+from lintf.run_checks import check_before_fit, check_checkpoint_fits, listed
 from lintf.tensorboard import ReservedVersionTensorBoardLogger, discard_unused_run_directory
 
 USER_ERRORS = (CheckpointError, PluginError, UnknownNameError, UnknownArgumentError, ValueError)
 """Errors of a bad configuration: reported in one paragraph when they occur before training."""
 RUN_ERRORS = (*USER_ERRORS, BuildLockError, FileNotFoundError)
 """Errors of bad data, settings or files met while a subcommand runs: one paragraph too (LINTF_DEBUG=1: traceback)."""
+
+
+LINKED_FROM_DATA = ("vocab_size", "max_length")
+"""Task arguments the data module sets (``data.X`` -> ``model.init_args.X``), absent from the parsed config."""
 
 
 class ConfigError(ValueError):
@@ -119,8 +125,8 @@ class LintfCLI(LightningCLI):
             "saved with the run config.",
         )
         # The data module owns the vocabulary and sequence length; the task cannot disagree.
-        parser.link_arguments("data.vocab_size", "model.init_args.vocab_size", apply_on="instantiate")
-        parser.link_arguments("data.max_length", "model.init_args.max_length", apply_on="instantiate")
+        for name in LINKED_FROM_DATA:
+            parser.link_arguments(f"data.{name}", f"model.init_args.{name}", apply_on="instantiate")
         parser.add_lightning_class_args(RunCheckpoint, "checkpoint")
         parser.set_defaults({
             "checkpoint.monitor": "val/loss", "checkpoint.mode": "min", "checkpoint.save_top_k": 1,
@@ -137,15 +143,48 @@ class LintfCLI(LightningCLI):
         subcommand = self.config.get("subcommand")
         raw = sys.argv[1:] if args is None else args
         self.batch_limits = integer_batch_limits(raw) if isinstance(raw, list | tuple) else {}
-        trainer = (self.config[subcommand] if subcommand else self.config).trainer
+        config = self.config[subcommand] if subcommand else self.config
         for key, limit in self.batch_limits.items():
-            trainer[key] = limit  # so the saved config.yaml says 1 (one batch), not 1.0 (all of them)
-        if subcommand and self.config[subcommand].get("ckpt_path"):
-            config = self.config[subcommand]
-            try:
-                config.ckpt_path = resolve_checkpoint(config.ckpt_path, config.model.class_path, search_roots(config))
-            except CheckpointError as error:
-                raise ConfigError(str(error)) from None
+            config.trainer[key] = limit  # so the saved config.yaml says 1 (one batch), not 1.0 (all of them)
+        self.checkpoint: dict[str, Any] | None = None
+        try:
+            check_class_paths(config, "the configuration")
+            if subcommand and config.get("ckpt_path"):
+                config.ckpt_path, self.checkpoint = find_checkpoint(
+                    config.ckpt_path, config.model.class_path, search_roots(config), model_settings(config))
+        except (CheckpointError, ClassPathError) as error:
+            raise ConfigError(str(error)) from None
+
+    # Overrides LightningCLI._parse_ckpt_path (private), which would torch.load the checkpoint again without
+    # its digest and merge whatever its hyper_parameters hold into the config (even a class path to call).
+    # Checked by tests/cli/test_upstream_contracts.py.
+    def _parse_ckpt_path(self) -> None:
+        """The model's settings from ``--ckpt_path``'s checkpoint, checked like the user's own, and what they replace."""
+        if self.checkpoint is None:
+            return
+        subcommand = self.config.subcommand
+        config = self.config[subcommand]
+        hparams = dict(self.checkpoint.get("hyper_parameters") or {})
+        try:
+            check_checkpoint_hyperparameters(hparams, hyperparameter_keys(import_class(config.model.class_path)),
+                                             config.ckpt_path)
+        except ClassPathError as error:
+            raise ConfigError(str(error)) from None
+        hparams.pop("_instantiator", None)
+        if not hparams:
+            return
+        replaced = setting_differences(hparams, model_settings(config))
+        if replaced and subcommand == "fit":
+            raise ConfigError(
+                f"resuming from {config.ckpt_path}, whose model settings differ from this config: {listed(replaced)}. "
+                "A resumed run continues the checkpoint's model; use the settings of the run that wrote it (its "
+                "config.yaml), or start a new run without --ckpt_path."
+            )
+        if replaced:
+            print(f"lintf: the model is built as checkpoint {config.ckpt_path} was trained; ignoring this config's "
+                  f"{listed(replaced)}", file=sys.stderr, flush=True)
+        merged = {"class_path": hparams.pop("_class_path", config.model.class_path), "dict_kwargs": hparams}
+        self.config = self.parser.parse_object({subcommand: {"model": merged}}, self.config)
 
     # Overrides LightningCLI._instantiate_trainer (private): the one place where the trainer's config and the
     # callbacks built from the parser meet before Trainer(...). Checked by tests/cli/test_upstream_contracts.py.
@@ -167,7 +206,7 @@ class LintfCLI(LightningCLI):
 
     def before_fit(self) -> None:
         config = self.config["fit"]
-        check_before_fit(self.model, self.trainer.max_steps, config.get("ckpt_path"))
+        check_before_fit(self.model, self.trainer.max_steps, self.checkpoint, config.get("ckpt_path"))
 
     def before_validate(self) -> None:
         self._check_checkpoint("validate")
@@ -179,9 +218,8 @@ class LintfCLI(LightningCLI):
         self._check_checkpoint("predict")
 
     def _check_checkpoint(self, subcommand: str) -> None:
-        ckpt_path = self.config[subcommand].get("ckpt_path")
-        if ckpt_path:
-            check_checkpoint_fits(self.model, ckpt_path)
+        if self.checkpoint is not None:
+            check_checkpoint_fits(self.model, self.checkpoint, self.config[subcommand].ckpt_path)
 
     def after_fit(self) -> None:
         """Say where the run went: its directory and its checkpoints."""
@@ -207,6 +245,16 @@ class LintfCLI(LightningCLI):
                 self.model.use_decoding(decoding)
         except USER_ERRORS as error:
             raise ConfigError(summarize(str(error))) from error
+
+
+def model_settings(config: Any) -> dict[str, Any]:
+    """The configured task's arguments (``model.init_args``) that a checkpoint saves, as plain data.
+
+    Without those the data decides (linked at instantiation) and the optimizer and schedule (never saved).
+    """
+    init_args = config.model.get("init_args")
+    settings = init_args.as_dict() if init_args is not None else {}
+    return {key: value for key, value in settings.items() if key not in (*LINKED_FROM_DATA, *UNSAVED_ARGUMENTS)}
 
 
 def search_roots(config: Any) -> list[str]:

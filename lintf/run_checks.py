@@ -16,7 +16,6 @@ from typing import Any
 import torch
 from lightning.pytorch import LightningModule
 
-from lintf.checkpoint_io import load_checkpoint_file
 
 PROGRESS_KEYS = {"last_epoch", "_step_count", "_get_lr_called_within_step", "_last_lr", "_is_initial", "verbose",
                  "_initial_step"}
@@ -93,23 +92,29 @@ def listed(items: list[str]) -> str:
     return "; ".join(items[:MAX_LISTED]) + more
 
 
-def check_checkpoint_fits(model: LightningModule, path: str) -> dict[str, Any]:
-    """The checkpoint at ``path`` (memory-mapped); RunCheckError if its weights do not fit ``model``."""
-    checkpoint = load_checkpoint_file(path, mmap=True)
+def check_checkpoint_fits(model: LightningModule, checkpoint: dict[str, Any], path: str) -> None:
+    """RunCheckError if the weights of ``checkpoint`` (read from ``path``) do not fit ``model``."""
     mismatches = weight_mismatches(model, checkpoint.get("state_dict", {}))
     if mismatches:
         raise RunCheckError(
             f"checkpoint {path} does not fit this model: {listed(mismatches)}. The data decides vocab_size and "
             "max_length: use the data and model settings of the run that wrote it (its config.yaml)."
         )
-    return checkpoint
 
 
-def check_before_fit(model: LightningModule, max_steps: int, ckpt_path: str | None) -> None:
-    """Every check of a ``fit`` run; raises RunCheckError with one paragraph."""
+def check_before_fit(model: LightningModule, max_steps: int, checkpoint: dict[str, Any] | None,
+                     ckpt_path: str | None) -> None:
+    """Every check of a ``fit`` run; raises RunCheckError with one paragraph.
+
+    Args:
+        model: the task.
+        max_steps: ``trainer.max_steps``.
+        checkpoint: the checkpoint a resumed run continues (None: a new run).
+        ckpt_path: where that checkpoint was read from.
+    """
     optimizer, scheduler = built_optimizer(model)
-    if ckpt_path:
-        checkpoint = check_checkpoint_fits(model, ckpt_path)
+    if checkpoint is not None:
+        check_checkpoint_fits(model, checkpoint, ckpt_path)
         changed = resume_differences(checkpoint, optimizer, scheduler)
         if changed:
             raise RunCheckError(

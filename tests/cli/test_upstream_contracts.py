@@ -33,3 +33,13 @@ def test_argparse_lists_its_option_strings():
     parser = argparse.ArgumentParser()
     parser.add_argument("--trainer.max_steps")
     assert "--trainer.max_steps" in parser._option_string_actions
+
+
+def test_lightning_cli_merges_checkpoint_settings_through_parse_ckpt_path_private():
+    # LintfCLI._parse_ckpt_path replaces Lightning's unchecked merge of a checkpoint's hyper-parameters: it
+    # must still be the step between parsing and instantiating, or the checks would be skipped.
+    source = inspect.getsource(LightningCLI.__init__)
+    parse, merge, build = (source.index(call) for call in
+                           ("self.parse_arguments(", "self._parse_ckpt_path()", "self.instantiate_classes()"))
+    assert parse < merge < build
+    assert list(inspect.signature(LightningCLI._parse_ckpt_path).parameters) == ["self"]
