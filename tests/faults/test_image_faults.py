@@ -1,9 +1,13 @@
 """Image cache faults: replaced sources are never served from an old cache, unreadable caches are rebuilt,
-and a killed build leaves no cache file, complete or partial."""
+and a killed build leaves no cache file, complete or partial; a CIFAR-10 batch is parsed, never run."""
 
 from __future__ import annotations
 
+import builtins
 import os
+import pickle
+import re
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +15,7 @@ import pytest
 
 from lintf.data import image_sources
 from lintf.data.images import ImageData
-from tests.data.test_images import make_mnist_dir, write_idx_images
+from tests.data.test_images import make_mnist_dir, write_cifar_dir, write_idx_images
 
 TRAIN, TEST = (image_sources.IDX_FILES[split] for split in ("train", "test"))
 
@@ -110,3 +114,64 @@ def test_mnist_5k_split_follows_its_seed(tmp_path, monkeypatch):
         np.testing.assert_array_equal(splits["test"], digits[order[:500]].reshape(500, 784))
         tests[seed] = splits["test"]
     assert not np.array_equal(tests[0], tests[1])
+
+
+class Call:
+    """Unpickling it calls ``function(*args)``."""
+
+    def __init__(self, function, *args) -> None:
+        self.function, self.args = function, args
+
+    def __reduce__(self):
+        return self.function, self.args
+
+
+@pytest.mark.parametrize("payload,refused", [("os.system", f"{os.system.__module__}.system"),
+                                            ("builtins.exec", "__builtin__.exec")])  # as protocol 2 names them
+def test_a_cifar_batch_that_runs_code_is_refused_without_running_it(tmp_path, payload, refused):
+    marker = tmp_path / "payload-ran"
+    call = (Call(os.system, f"touch {marker}") if payload == "os.system"
+            else Call(builtins.exec, f"open({str(marker)!r}, 'w').close()"))
+    write_cifar_dir(tmp_path / "c", np.zeros((6, 32, 32, 3), dtype=np.uint8))
+    batch = tmp_path / "c" / "data_batch_2"
+    batch.write_bytes(pickle.dumps({b"data": np.zeros((1, 3072), np.uint8), b"labels": [call]}, protocol=2))
+    with pytest.raises(image_sources.DataSourceError,
+                       match=re.escape(f"{batch} is not a readable CIFAR-10 batch: it refers to {refused}, ")):
+        ImageData("cifar10", data_dir=str(tmp_path / "d"), source_dir=str(tmp_path / "c")).prepare_data()
+    assert not marker.exists()
+
+
+def python2_batch(planar: np.ndarray) -> bytes:
+    """``planar`` (num, 3072) uint8 as Python 2's cPickle wrote cifar-10-batches-py: protocol 2, str keys and
+    strings, the array by numpy.core.multiarray._reconstruct, numpy.ndarray and numpy.dtype."""
+    def string(raw: bytes) -> bytes:  # SHORT_BINSTRING / BINSTRING: a Python 2 str
+        return b"U" + bytes([len(raw)]) + raw if len(raw) < 256 else b"T" + struct.pack("<I", len(raw)) + raw
+
+    def integer(value: int) -> bytes:  # BININT2
+        return b"M" + struct.pack("<H", value)
+
+    minus_one = b"J" + struct.pack("<i", -1)
+    dtype = (b"cnumpy\ndtype\n" + string(b"u1") + b"K\x00K\x01\x87R(K\x03" + string(b"|") + b"NNN"
+             + minus_one * 2 + b"K\x00tb")  # dtype('u1') and its state (3, '|', None, None, None, -1, -1, 0)
+    array = (b"cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85" + string(b"b") + b"\x87R(K\x01"
+             + integer(planar.shape[0]) + integer(planar.shape[1]) + b"\x86" + dtype + b"\x89"
+             + string(planar.tobytes()) + b"tb")
+    labels = b"](" + b"K\x03" * len(planar) + b"e"
+    return (b"\x80\x02}(" + string(b"batch_label") + string(b"training batch 1 of 5") + string(b"data") + array
+            + string(b"labels") + labels + b"u.")
+
+
+@pytest.mark.parametrize("written_by", ["python2", "protocol2", "protocol4", "protocol5"])
+def test_cifar_batches_of_python_2_and_3_load(tmp_path, written_by):
+    images = np.random.default_rng(0).integers(0, 256, (12, 32, 32, 3), dtype=np.uint8)
+    planar = images.transpose(0, 3, 1, 2).reshape(12, 3072)  # CIFAR-10's layout: all red, all green, all blue
+    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+    (tmp_path / "c").mkdir()
+    for index, name in enumerate(names):
+        part = planar[2 * index : 2 * index + 2]
+        batch = {b"batch_label": b"x", b"data": part, b"labels": [3, 3], b"filenames": [b"a.png", b""]}
+        raw = python2_batch(part) if written_by == "python2" else pickle.dumps(batch, protocol=int(written_by[-1]))
+        (tmp_path / "c" / name).write_bytes(raw)
+    loaded = image_sources.read_cifar10_directory(tmp_path / "c")
+    np.testing.assert_array_equal(loaded["train"], images[:10])
+    np.testing.assert_array_equal(loaded["test"], images[10:])
