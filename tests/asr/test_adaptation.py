@@ -1,5 +1,6 @@
 """Unsupervised speaker adaptation: the mixed manifest, fine-tuning, no reference read, the script end to end."""
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -12,7 +13,9 @@ from lightning.pytorch import Trainer
 from lintf.asr.data.speech_data import SpeechData
 from lintf.asr.adaptation.self_training import AdaptationSettings, adapt_to_speaker, fine_tune, mixed_rows, transcribe_all
 from lintf.asr.corpora.manifest import read_manifest
+from lintf.asr.checkpoint import load_asr_checkpoint
 from lintf.asr.model.task import ASRTask
+from lintf.checkpoint_io import load_checkpoint_file, sidecar_of
 from lintf.models.encoder_config import EncoderConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,10 +101,11 @@ def test_asr_adapt_script_writes_an_adapted_checkpoint_that_lintf_test_reads(cor
                    check=True, capture_output=True, cwd=tmp_path)
     result = json.loads((out / "asr_adapt.json").read_text())
     assert [r["round"] for r in result["results"]] == [0, 1] and "| 1 |" in (out / "asr_adapt.md").read_text()
-    original, changed = torch.load(tmp_path / "asr.ckpt", weights_only=False), torch.load(adapted, weights_only=False)
+    assert sidecar_of(adapted).read_text().split()[0] == hashlib.sha256(adapted.read_bytes()).hexdigest()
+    original, changed = load_checkpoint_file(tmp_path / "asr.ckpt"), load_checkpoint_file(adapted)
     assert changed["lintf_vocabulary"] == original["lintf_vocabulary"] and "lintf_adaptation" in changed
     assert any(not torch.equal(original["state_dict"][k], v) for k, v in changed["state_dict"].items())
-    restored = ASRTask.load_from_checkpoint(adapted, weights_only=False)
+    restored = load_asr_checkpoint(str(adapted)).task
     assert restored.vocabulary == data.vocabulary
     failed = subprocess.run([*script, "--ckpt", "x.ckpt", "--lr", "0.5"], capture_output=True, text=True, cwd=REPO)
     assert failed.returncode == 2 and "0 < lr < 0.01" in failed.stderr

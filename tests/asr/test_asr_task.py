@@ -7,6 +7,8 @@ import pytest
 import torch
 from lightning.pytorch import Trainer
 
+from lintf.asr.checkpoint import load_asr_checkpoint
+from lintf.checkpoint_io import load_checkpoint_file
 from lintf.cli import LintfCLI
 from lintf.asr.data.speech_data import SpeechData
 from lintf.asr.text import CharVocabulary
@@ -60,10 +62,11 @@ def test_training_lowers_ctc_loss_and_checkpoint_keeps_vocabulary(corpus, tmp_pa
     after = float(task.ctc_loss(batch)[0].detach())
     assert after < 0.7 * before
     trainer.save_checkpoint(tmp_path / "asr.ckpt")
-    checkpoint = torch.load(tmp_path / "asr.ckpt", weights_only=False)
+    checkpoint = load_checkpoint_file(tmp_path / "asr.ckpt")  # tensors and plain data only
     assert checkpoint["lintf_vocabulary"] == data.vocabulary.characters
-    restored = ASRTask.load_from_checkpoint(tmp_path / "asr.ckpt", weights_only=False)
-    assert restored.vocabulary == data.vocabulary
+    restored = load_asr_checkpoint(str(tmp_path / "asr.ckpt")).task
+    assert restored.vocabulary == data.vocabulary and not restored.training
+    torch.testing.assert_close(restored.ctc_loss(batch)[0], task.eval().ctc_loss(batch)[0])
     restored.vocabulary = None
     restored.on_load_checkpoint(checkpoint)
     assert restored.vocabulary == data.vocabulary

@@ -22,17 +22,16 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
 import yaml
 from torchmetrics.functional.text import char_error_rate, word_error_rate
 
 from lintf.asr.adaptation.self_training import AdaptationSettings, adapt_to_speaker
-from lintf.asr.checkpoint import AUGMENTATION_SETTINGS, FEATURE_SETTINGS, load_asr_checkpoint, require_checkpoint
+from lintf.asr.checkpoint import AUGMENTATION_SETTINGS, FEATURE_SETTINGS, ASRCheckpoint, read_checkpoint_or_exit
 from lintf.asr.commands.report import default_out, write_report
 from lintf.asr.data.speech_data import SpeechData
 from lintf.asr.decoding.options import CTCDecoding
-from lintf.asr.model.task import ASRTask
 from lintf.asr.text import normalize_text
+from lintf.checkpoint_io import VerifiedCheckpointIO
 
 
 def decoding_of(config: str) -> CTCDecoding:
@@ -41,8 +40,9 @@ def decoding_of(config: str) -> CTCDecoding:
     return CTCDecoding(**(section.get("init_args") or {}))
 
 
-def adapt(args: argparse.Namespace, settings: AdaptationSettings) -> tuple[list[dict], ASRTask]:
-    task, saved = load_asr_checkpoint(args.ckpt, FEATURE_SETTINGS + AUGMENTATION_SETTINGS)
+def adapt(args: argparse.Namespace, settings: AdaptationSettings, checkpoint: ASRCheckpoint) -> list[dict]:
+    """Self-train ``checkpoint``'s task on the speaker of ``args.manifest``; the CER/WER of every round."""
+    task, saved = checkpoint.task, checkpoint.data_settings
     task.use_decoding(decoding_of(args.config))
     characters = task.vocabulary.characters
     features = {key: saved[key] for key in FEATURE_SETTINGS if key in saved}
@@ -66,16 +66,19 @@ def adapt(args: argparse.Namespace, settings: AdaptationSettings) -> tuple[list[
 
     with tempfile.TemporaryDirectory() as workdir:
         adapt_to_speaker(task, speaker, speaker.split_entries("train"), training_data, settings, Path(workdir), report)
-    return rows, task
+    return rows
 
 
-def save_adapted(task: ASRTask, args: argparse.Namespace) -> None:
-    """The original checkpoint with the adapted weights and a note of how they were adapted."""
-    checkpoint = torch.load(args.ckpt, map_location="cpu", weights_only=False)
-    checkpoint["state_dict"] = task.state_dict()
-    checkpoint["lintf_adaptation"] = {"speaker_manifest": args.manifest, "settings": vars(args)}
+def save_adapted(checkpoint: ASRCheckpoint, args: argparse.Namespace) -> None:
+    """The original checkpoint with the adapted weights and a note of how they were adapted.
+
+    Written atomically with a sha256 sidecar (``VerifiedCheckpointIO``), so ``lintf test`` verifies it.
+    """
+    adapted = dict(checkpoint.contents)
+    adapted["state_dict"] = checkpoint.task.state_dict()
+    adapted["lintf_adaptation"] = {"speaker_manifest": args.manifest, "settings": vars(args)}
     Path(args.adapted).parent.mkdir(parents=True, exist_ok=True)
-    torch.save(checkpoint, args.adapted)
+    VerifiedCheckpointIO().save_checkpoint(adapted, args.adapted)
 
 
 def write_results(rows: list[dict], args: argparse.Namespace) -> None:
@@ -117,9 +120,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         settings = AdaptationSettings(args.rounds, args.steps, args.lr, args.repeat, args.labelled, args.seed)
     except ValueError as error:
         parser.error(str(error))
-    require_checkpoint(parser, args.ckpt)
+    checkpoint = read_checkpoint_or_exit(parser, args.ckpt, FEATURE_SETTINGS + AUGMENTATION_SETTINGS)
     args.out = args.out or str(default_out(args.ckpt, "asr_adapt"))
-    rows, task = adapt(args, settings)
+    rows = adapt(args, settings, checkpoint)
     if args.adapted:
-        save_adapted(task, args)
+        save_adapted(checkpoint, args)
     write_results(rows, args)

@@ -20,7 +20,7 @@ import torch
 from torchmetrics.functional.text import char_error_rate, word_error_rate
 from tqdm import tqdm
 
-from lintf.asr.checkpoint import load_asr_checkpoint, require_checkpoint
+from lintf.asr.checkpoint import ASRCheckpoint, read_checkpoint_or_exit
 from lintf.asr.commands.report import default_out, write_report
 from lintf.asr.data.speech_data import SpeechData
 from lintf.asr.decoding.char_ngram import CharNGram, LanguageModelScorer, read_lm_text
@@ -42,8 +42,8 @@ def acoustic_scores(task: ASRTask, data: SpeechData, limit: int | None) -> tuple
     return scores[:limit], references[:limit]
 
 
-def sweep(args: argparse.Namespace) -> list[dict]:
-    task, features = load_asr_checkpoint(args.ckpt)
+def sweep(args: argparse.Namespace, checkpoint: ASRCheckpoint) -> list[dict]:
+    task, features = checkpoint.task, checkpoint.data_settings
     characters = task.vocabulary.characters
     data = SpeechData(args.train_manifest, test_manifest=args.manifest, vocabulary=characters,
                       batch_size=args.batch_size, test_warp=args.test_warp, **features)
@@ -99,6 +99,6 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         parser.error("orders must be >= 0 and --beam-width >= 1")
     if not 0.7 <= args.test_warp <= 1.3:
         parser.error(f"--test-warp must lie in [0.7, 1.3] (1 is no warp), got {args.test_warp}")
-    require_checkpoint(parser, args.ckpt)
+    checkpoint = read_checkpoint_or_exit(parser, args.ckpt)
     args.out = args.out or str(default_out(args.ckpt, "asr_lm_sweep"))
-    write_results(sweep(args), args)
+    write_results(sweep(args, checkpoint), args)

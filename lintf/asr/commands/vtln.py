@@ -22,7 +22,7 @@ from torchmetrics.functional.text import char_error_rate, word_error_rate
 from tqdm import tqdm
 
 from lintf.asr.adaptation.warp_search import best_path_log_prob, choose_warp
-from lintf.asr.checkpoint import load_asr_checkpoint, require_checkpoint
+from lintf.asr.checkpoint import ASRCheckpoint, read_checkpoint_or_exit
 from lintf.asr.commands.report import default_out, write_report
 from lintf.asr.data.speech_data import SpeechData
 from lintf.asr.decoding.options import CTCDecoding
@@ -44,8 +44,8 @@ def score_warp(task: ASRTask, data: SpeechData, warp: float) -> dict[str, float]
             "wer": float(word_error_rate(hypotheses, references))}
 
 
-def sweep(args: argparse.Namespace) -> tuple[list[dict], float]:
-    task, features = load_asr_checkpoint(args.ckpt)
+def sweep(args: argparse.Namespace, checkpoint: ASRCheckpoint) -> tuple[list[dict], float]:
+    task, features = checkpoint.task, checkpoint.data_settings
     rows = []
     for warp in args.warps:
         data = SpeechData(test_manifest=args.manifest, vocabulary=task.vocabulary.characters,
@@ -79,6 +79,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     if not all(0.7 <= warp <= 1.3 for warp in args.warps):
         parser.error(f"--warps must lie in [0.7, 1.3], got {args.warps}")
-    require_checkpoint(parser, args.ckpt)
+    checkpoint = read_checkpoint_or_exit(parser, args.ckpt)
     args.out = args.out or str(default_out(args.ckpt, "asr_vtln"))
-    write_results(*sweep(args), args)
+    write_results(*sweep(args, checkpoint), args)
