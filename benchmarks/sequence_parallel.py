@@ -27,6 +27,7 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 
 from benchmarks.measure import peak_extra_mb, release_freed_memory_eagerly
+from lintf.checkpoint_io import load_checkpoint_file
 from lintf.ops import causal_linear_attention
 from lintf.ops.sequence_parallel import sequence_parallel_causal_linear_attention, split_sequence
 
@@ -74,7 +75,7 @@ def free_port() -> int:
 def measure(world: int, length: int) -> dict:
     with tempfile.TemporaryDirectory() as directory:
         mp.spawn(rank_main, args=(world, free_port(), length, directory), nprocs=world, join=True)
-        parts = [torch.load(Path(directory) / f"rank{r}.pt", weights_only=True) for r in range(world)]
+        parts = [load_checkpoint_file(Path(directory) / f"rank{r}.pt") for r in range(world)]
     return {"world": world, "parts": parts}
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 from pathlib import Path
 
@@ -114,3 +115,27 @@ def test_a_good_checkpoint_with_its_digest_still_runs(trained, tmp_path, capsys)
     main(command_line("vtln", ckpt, trained, tmp_path / "out"))
     assert (tmp_path / "out" / "asr_vtln.json").is_file()
 
+
+def loads(path: Path) -> list[str]:
+    """What in ``path`` reads a pickle or disables torch's safe loading: ``torch.load(``, ``pickle.load(s)(``,
+    ``weights_only=False`` and ``from torch/pickle import load(s)``, as ``"<kind> line N"``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        function = getattr(node, "func", None)
+        if isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name):
+            if (function.value.id, function.attr) in {("torch", "load"), ("pickle", "load"), ("pickle", "loads")}:
+                found.append(f"{function.value.id}.{function.attr} line {node.lineno}")
+        if isinstance(node, ast.keyword) and node.arg == "weights_only" and getattr(node.value, "value", None) is False:
+            found.append(f"weights_only=False line {node.value.lineno}")
+        if isinstance(node, ast.ImportFrom) and node.module in ("torch", "pickle"):
+            found += [f"from {node.module} import {a.name} line {node.lineno}" for a in node.names
+                      if a.name in ("load", "loads")]
+    return found
+
+
+def test_one_checkpoint_loader():
+    files = sorted([*(REPO / "lintf").rglob("*.py"), *(REPO / "benchmarks").rglob("*.py")])
+    found = {str(path.relative_to(REPO)): hits for path in files if (hits := loads(path))}
+    reader = found.pop("lintf/checkpoint_io.py", [])
+    assert len(reader) == 1 and reader[0].startswith("torch.load line")  # load_checkpoint_file's, the only one
+    assert found == {}, "read checkpoints with lintf.checkpoint_io.load_checkpoint_file, never pickle"
