@@ -17,6 +17,7 @@ from torch import Tensor
 
 from lintf.ops import _ext
 from lintf.ops._ext import cpu_output_cache_stats, empty_cpu_output_cache
+from lintf.ops.arguments import check_eps
 from lintf.ops.causal_product import causal_product as _compiled_causal_product
 from lintf.ops.dtypes import autocast_enabled
 from lintf.ops.fallback import causal_product_pytorch
@@ -82,6 +83,8 @@ def _causal_product(
     q: Tensor, k: Tensor, v: Tensor, eps: float, normalize: bool, initial_state: object, return_state: bool
 ) -> Tensor | tuple[Tensor, LinearAttentionState]:
     """Validate, then run the compiled op or the pure-PyTorch path (see the public functions)."""
+    if normalize:
+        check_eps("causal linear attention", eps)
     q, k, v = _autocast_inputs(q, k, v)
     check_causal_product_inputs(q, k, v)
     state = None if initial_state is None else check_state(initial_state, q, v)
@@ -134,7 +137,7 @@ def causal_linear_attention(
         q: (B, H, N, C) feature-mapped (non-negative) queries.
         k: (B, H, N, C) feature-mapped (non-negative) keys.
         v: (B, H, N, M) values.
-        eps: added to the denominator.
+        eps: added to the denominator; a finite number >= 0 (else a ValueError).
         initial_state: state (S0 (B, H, C, M), z0 (B, H, C)) of earlier positions, in the accumulation
             dtype (fp32, fp64 for fp64 inputs); None means an empty prefix.
         return_state: also return the state after the last position.

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lintf.ops import decayed_op
+from lintf.ops.arguments import check_eps
 from lintf.ops.decayed_chunked import DEFAULT_CHUNK_SIZE, decayed_product_chunked
 from lintf.ops.dtypes import accumulation_dtype
 from lintf.ops.state import LinearAttentionState
@@ -189,7 +190,7 @@ def decayed_linear_attention(
         v: (B, H, N, M) values.
         log_decay: (B, H, N) log-decays, <= 0.
         causal: causal (j <= i) or bidirectional decays.
-        eps: added to the denominator.
+        eps: added to the denominator; a finite number >= 0 (else a ValueError).
         chunk_size: positions per chunk; None uses 64.
         initial_state: (S, z) before position 0 (causal only), decayed by log_decay_0; None: zeros.
         return_state: also return (S, z) after the last position (causal only), in the accumulation dtype.
@@ -197,6 +198,7 @@ def decayed_linear_attention(
     Returns:
         (B, H, N, M) in the dtype of v; with ``return_state`` the pair (out, LinearAttentionState).
     """
+    check_eps("decayed linear attention", eps)
     if not causal and (initial_state is not None or return_state):
         raise ValueError("decayed linear attention: initial_state and return_state need causal=True, got causal=False")
     acc = accumulation_dtype(v.dtype)

@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from lintf.ops.arguments import check_eps
 from lintf.ops.dtypes import accumulation_dtype
 from lintf.ops.state import LinearAttentionState
 
@@ -78,7 +79,7 @@ def sequence_parallel_causal_linear_attention(
         q: (B, H, N_r, C) feature-mapped queries of this rank's positions.
         k: (B, H, N_r, C) feature-mapped keys of the same positions.
         v: (B, H, N_r, M) values.
-        eps: added to the denominator.
+        eps: added to the denominator; a finite number >= 0 (else a ValueError, before any communication).
         group: the process group whose ranks hold consecutive parts, rank 0 first; None: the default group.
 
     Returns:
@@ -86,6 +87,7 @@ def sequence_parallel_causal_linear_attention(
     """
     from lintf.ops import causal_linear_attention  # the public op validates and dispatches
 
+    check_eps("sequence-parallel causal linear attention", eps)
     check_group_inputs(q, group)
     return causal_linear_attention(q, k, v, eps, initial_state=incoming_state(k, v, group))
 

@@ -1,0 +1,28 @@
+"""Checks of the ops' scalar arguments: a ValueError naming the value and what is allowed."""
+
+from __future__ import annotations
+
+import numbers
+import sys
+
+
+def check_eps(owner: str, eps: object) -> float:
+    """``eps`` as a float if it is a finite number >= 0, else a ValueError naming it.
+
+    Traceable by ``torch.compile(fullgraph=True)``, also when eps becomes a symbolic float: the test
+    uses comparisons only (``math.isfinite`` cannot take a symbolic float), and the value is formatted
+    only on the failing branch.
+
+    Args:
+        owner: the op's name, used in the message.
+        eps: the given value.
+
+    Raises:
+        ValueError: eps is not a real number, or it is NaN, infinite or negative.
+    """
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+        raise ValueError(f"{owner}: eps must be a finite number >= 0, got {eps!r}")
+    value = float(eps)
+    if not 0 <= value <= sys.float_info.max:  # NaN fails both comparisons
+        raise ValueError(f"{owner}: eps must be a finite number >= 0, got {value}")
+    return value
