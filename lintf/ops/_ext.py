@@ -27,17 +27,17 @@ which path runs.
 Other environment variables: ``LINTF_EXTENSION=off`` always uses the pure-PyTorch path;
 ``LINTF_CPU_ARCH`` adds ``-march=<value>`` to every translation unit (default: none, portable).
 
-Concurrency: builders serialise on a ``filelock.FileLock`` (released by the OS if a builder
-dies), so DDP ranks starting together build once and never write the same files at the same
-time; the one that builds says so on stderr. Under that lock an existing torch build lock
-(``<build dir>/lock``) can only be left by a killed build; it is named in a BuildLockError
-instead of being waited on forever. Without a C++ compiler (or ninja) one warning is issued and
+Concurrency (``locks.py``): builders serialise on a ``filelock.FileLock`` (released by the OS if a
+builder dies), so DDP ranks starting together build once and never write the same files at the
+same time; the one that builds says so on stderr. Torch's own build lock (``<build dir>/lock``)
+is waited for while a process holds it and taken over when nobody does (a file torch 2.14 leaves
+after every build, or a torch <= 2.13 baton left by a killed build); one still held after the
+timeout is named in a BuildLockError. Without a C++ compiler (or ninja) one warning is issued and
 the pure-PyTorch path is used.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import importlib
@@ -45,16 +45,14 @@ import os
 import shutil
 import sys
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
-import filelock
 import torch
 
+from lintf.ops.locks import LOCK_TIMEOUT_S, BuildLockError, build_lock  # noqa: F401 (re-exported)
 from lintf.ops.manifest import ManifestError, library_problem, read_manifest, write_manifest
 
 NAME = "lintf_causal_product"
-LOCK_TIMEOUT_S = 1800.0
 BUILD_NOTICE = "lintf: building the C++ causal-product op (once per machine and torch version, ~20 s)..."
 _CSRC_CANDIDATES = (Path(__file__).parent / "csrc", Path(__file__).parents[2] / "csrc")
 DEFAULT_PREBUILT_DIR = Path(__file__).parent / "_prebuilt"
@@ -64,10 +62,6 @@ CPU_SOURCES = ("causal_product.cpp", "causal_product_cpu_path.cpp", "causal_prod
                "causal_product_cpu_avx2.cpp", "causal_product_cpu_avx512.cpp", "decayed_product.cpp",
                "decayed_product_portable.cpp", "decayed_product_avx2.cpp", "decayed_product_avx512.cpp",
                "cpu_output_cache.cpp")
-
-
-class BuildLockError(RuntimeError):
-    """The build lock cannot be taken: a stale torch lock, or another builder never finishing."""
 
 
 def source_dir() -> Path | None:
@@ -130,31 +124,6 @@ def compiler_problem() -> str | None:
     if not is_ninja_available():
         return "ninja is not installed (pip install ninja)"
     return None
-
-
-@contextlib.contextmanager
-def build_lock(build_dir: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
-    """Hold an exclusive inter-process lock on build_dir; fail on a stale torch lock there."""
-    build_dir.mkdir(parents=True, exist_ok=True)
-    lock_path = build_dir / "lintf_build.lock"
-    lock = filelock.FileLock(str(lock_path), timeout=timeout_s)
-    try:
-        lock.acquire()
-    except filelock.Timeout:
-        raise BuildLockError(
-            f"lintf: waited {timeout_s:.0f} s for the extension build lock {lock_path}; "
-            "another process is still building (or hangs) there"
-        ) from None
-    try:
-        torch_lock = build_dir / "lock"
-        if torch_lock.exists():
-            raise BuildLockError(
-                f"lintf: stale JIT build lock {torch_lock} (left by a build that was killed); "
-                "delete that file and retry"
-            )
-        yield
-    finally:
-        lock.release()
 
 
 def _unverified(build_dir: Path, library: Path) -> str | None:

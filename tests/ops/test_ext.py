@@ -9,12 +9,14 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import filelock
 import pytest
 import torch
 
-from lintf.ops import _ext
+from lintf.ops import _ext, locks
 from lintf.ops.manifest import MANIFEST
 
 
@@ -27,11 +29,71 @@ def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_stale_torch_lock_is_named_in_the_error(tmp_path):
+def hold_torch_lock(build_dir: Path) -> subprocess.Popen:
+    """A process holding torch >= 2.14's build lock (a filelock.FileLock on <build dir>/lock) until its stdin closes."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import filelock, sys\nwith filelock.FileLock({str(build_dir / 'lock')!r}):\n"
+         "    print('held', flush=True)\n    sys.stdin.read()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_an_unheld_torch_lock_left_in_the_build_dir_does_not_block(tmp_path):
+    """torch 2.14 leaves its lock file after every build; torch <= 2.13 a killed build's baton file."""
     (tmp_path / "lock").touch()
-    with pytest.raises(_ext.BuildLockError, match=re.escape(f"stale JIT build lock {tmp_path / 'lock'}")):
-        with _ext.build_lock(tmp_path):
-            pass
+    with _ext.build_lock(tmp_path, timeout_s=5):
+        if locks.torch_lock_is_existence_based():
+            assert not (tmp_path / "lock").exists(), "torch would wait on this baton forever"
+        else:  # the file stays (waiters share its inode); torch can take it at once
+            filelock.FileLock(str(tmp_path / "lock")).acquire(timeout=0).release()
+
+
+def test_a_held_torch_lock_is_reported_after_the_timeout_not_deleted(tmp_path):
+    holder = hold_torch_lock(tmp_path)
+    try:
+        with pytest.raises(_ext.BuildLockError, match=re.escape(f"torch build lock {tmp_path / 'lock'}, held by")):
+            with _ext.build_lock(tmp_path, timeout_s=0.5):
+                pass
+        assert (tmp_path / "lock").exists()
+    finally:
+        holder.communicate("")
+    with _ext.build_lock(tmp_path, timeout_s=0.5):  # the lintf lock was released with the error
+        pass
+
+
+def test_a_held_torch_lock_is_waited_for(tmp_path):
+    holder = hold_torch_lock(tmp_path)
+    entered = threading.Event()
+
+    def build() -> None:
+        with _ext.build_lock(tmp_path, timeout_s=60):
+            entered.set()
+
+    builder = threading.Thread(target=build)
+    builder.start()
+    try:
+        assert not entered.wait(1.0), "entered while another process held torch's lock"
+    finally:
+        holder.communicate("")  # the holder exits, releasing the lock
+    builder.join(60)
+    assert entered.is_set()
+
+
+@pytest.mark.usefixtures("compiled_op")
+def test_two_processes_load_a_build_whose_torch_lock_was_left_behind(tmp_path):
+    """The built op in a fresh extension dir, with torch's lock file left there: both processes load it."""
+    built = _ext.jit_build_dir(with_cuda=False)
+    target = tmp_path / "lintf" / built.name
+    shutil.copytree(built, target)
+    (target / "lock").touch()
+    code = "from lintf.ops import _ext\nassert _ext.load_extension()\nprint(_ext.jit_build_dir(False))"
+    for _ in range(2):
+        result = run_python(code, TORCH_EXTENSIONS_DIR=str(tmp_path))
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == str(target)
+        assert "lintf:" not in result.stderr and "Warning" not in result.stderr, result.stderr
 
 
 def test_a_busy_build_lock_times_out_naming_the_lock(tmp_path):
