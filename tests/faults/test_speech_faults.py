@@ -4,6 +4,7 @@ with its manifest line, before the first batch; WAV of any sample format decodes
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -88,7 +89,22 @@ def spoil_audio(corpus: dict[str, Path]) -> list[str]:
             "train.jsonl:4: ", "train-3.wav: not decodable: Format not recognised (16 bytes)"]
 
 
-@pytest.mark.parametrize("spoil", [spoil_lines, spoil_audio])
+def float_wav_with(path: Path, value: float, at: int = 100, rate: int = 16_000) -> int:
+    """A float32 WAV of 0.2 s of tone with ``value`` at sample ``at`` in place of ``path``; its sample count."""
+    samples = (0.3 * np.sin(np.arange(rate // 5) * 0.2)).astype(np.float32)
+    samples[at] = value
+    soundfile.write(path, samples, rate, subtype="FLOAT")
+    return len(samples)
+
+
+def spoil_samples(corpus: dict[str, Path]) -> list[str]:
+    """A NaN sample in one training file -> what the report must say."""
+    count = float_wav_with(corpus["train"].parent / "train-2.wav", float("nan"))
+    return ["1 of 6 audio files cannot be used", "train.jsonl:3: ",
+            f"train-2.wav: 1 of {count} samples are not finite (NaN or infinity), the first at sample 100 (0.006 s)"]
+
+
+@pytest.mark.parametrize("spoil", [spoil_lines, spoil_audio, spoil_samples])
 def test_lintf_fit_stops_with_every_bad_line_and_leaves_no_run(tmp_path, monkeypatch, capsys, spoil):
     corpus = tone_corpus(tmp_path / "c")
     expected = spoil(corpus)
@@ -146,6 +162,33 @@ def test_the_check_reads_headers_only(tmp_path, monkeypatch):
 
     monkeypatch.setattr(soundfile, "read", no_decoding)
     assert len(SpeechData(str(corpus["train"])).split_entries("train")) == 12
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_a_non_finite_sample_is_found_before_training_and_refused_when_decoded(tmp_path, value):
+    corpus = tone_corpus(tmp_path / "c")
+    wav = tmp_path / "c" / "train-4.wav"
+    count = float_wav_with(wav, value, at=1600)
+    why = f"1 of {count} samples are not finite (NaN or infinity), the first at sample 1600 (0.100 s)"
+    data = SpeechData(str(corpus["train"]), batch_size=6)
+    with pytest.raises(AudioError) as caught:
+        data.setup("fit")
+    assert f"train.jsonl:5: {wav}: {why}; audio samples must be finite numbers" in str(caught.value)
+    assert "train.jsonl:4:" not in str(caught.value) and "train.jsonl:6:" not in str(caught.value)
+    with pytest.raises(AudioError, match=re.escape(f"audio file {wav}: {why}")):
+        load_audio(wav)
+    checked = tone_corpus(tmp_path / "d")
+    data = SpeechData(str(checked["train"]), batch_size=6, spec_augment=False)
+    data.setup("fit")
+    float_wav_with(tmp_path / "d" / "train-4.wav", value, at=1600)  # spoiled after the check: refused when decoded
+    with pytest.raises(AudioError, match=re.escape(f"train.jsonl:5: audio file {tmp_path / 'd' / 'train-4.wav'}: ")):
+        next(iter(data.train_dataloader()))
+
+
+def test_float_wav_with_finite_samples_passes_the_check(tmp_path):
+    corpus = tone_corpus(tmp_path / "c")
+    float_wav_with(tmp_path / "c" / "train-4.wav", 0.5)
+    assert len(SpeechData(str(corpus["train"])).split_entries("train")) == 6
 
 
 @pytest.mark.slow

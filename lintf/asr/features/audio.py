@@ -2,7 +2,9 @@
 (8/16/24/32-bit PCM, float), FLAC, OGG/Vorbis, MP3 and the rest libsndfile decodes.
 
 ``audio_problem`` reads a file's header only, so a whole corpus can be checked before training in
-well under a second per thousand files; ``load_audio`` decodes the samples.
+well under a second per thousand files; only files of float samples, the one kind that can hold a
+NaN or an infinity (which would make every gradient of its batch NaN), are decoded too. ``load_audio``
+decodes the samples and refuses non-finite ones as well.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from torch import Tensor
 
 READABLE = "audio in a format libsndfile decodes (WAV, FLAC, OGG/Vorbis, MP3, ...) with at least one sample"
 """What every audio file must be; the end of each decoding error."""
+FLOAT_SUBTYPES = ("FLOAT", "DOUBLE")
+"""libsndfile sample formats that can hold NaN or infinity (integer PCM and codecs cannot)."""
 
 
 class AudioError(ValueError):
@@ -39,15 +43,31 @@ def _reason(error: Exception) -> str:
     return str(getattr(error, "error_string", "") or error).strip().rstrip(".")
 
 
+def nonfinite_samples(samples: np.ndarray, rate: int) -> str | None:
+    """Which samples of ``samples`` are NaN or infinite, in words; None if all are finite.
+
+    Args:
+        samples: (frames, channels) as soundfile decodes them.
+        rate: sample rate in Hz (to say where the first one is).
+    """
+    finite = np.isfinite(samples).all(axis=1)
+    if finite.all():
+        return None
+    first = int(np.argmin(finite))
+    return (f"{int((~finite).sum())} of {len(finite)} samples are not finite (NaN or infinity), the first at sample "
+            f"{first} ({first / rate:.3f} s); audio samples must be finite numbers (repair or re-export the file)")
+
+
 def audio_problem(path: str | Path) -> str | None:
-    """Why ``path`` cannot be used as audio, from its header alone; None if it can.
+    """Why ``path`` cannot be used as audio, from its header (and float samples) alone; None if it can.
 
     Args:
         path: an audio file.
 
     Returns:
-        a short reason ("not found", "empty file (0 bytes)", libsndfile's complaint, "no samples ..."),
-        or None for a readable file with at least one sample.
+        a short reason ("not found", "empty file (0 bytes)", libsndfile's complaint, "no samples ...",
+        "... samples are not finite ..."), or None for a readable file with at least one sample, all
+        finite. Only files of ``FLOAT_SUBTYPES`` are decoded to check their samples.
     """
     soundfile = _soundfile()
     path = Path(path)
@@ -62,6 +82,12 @@ def audio_problem(path: str | Path) -> str | None:
         return f"not decodable: {_reason(error)} ({size} bytes)"
     if info.frames <= 0:
         return f"no samples (a {info.format} header without audio data)"
+    if info.subtype in FLOAT_SUBTYPES:
+        try:
+            samples, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
+        except (soundfile.SoundFileError, RuntimeError, OSError) as error:
+            return f"not decodable: {_reason(error)} ({size} bytes)"
+        return nonfinite_samples(samples, rate)
     return None
 
 
@@ -75,7 +101,8 @@ def load_audio(path: str | Path) -> tuple[Tensor, int]:
         waveform (T,) and its sample rate in Hz.
 
     Raises:
-        AudioError: the file is missing, empty or not decodable (the message names the file).
+        AudioError: the file is missing, empty, not decodable or holds a NaN or infinite sample (the
+            message names the file).
     """
     soundfile = _soundfile()
     path = Path(path)
@@ -86,6 +113,9 @@ def load_audio(path: str | Path) -> tuple[Tensor, int]:
         raise AudioError(f"audio file {path}: {why}; expected {READABLE}") from None
     if samples.shape[0] == 0:
         raise AudioError(f"audio file {path}: {audio_problem(path)}; expected {READABLE}")
+    nonfinite = nonfinite_samples(samples, rate)
+    if nonfinite:
+        raise AudioError(f"audio file {path}: {nonfinite}")
     return torch.from_numpy(np.ascontiguousarray(samples.mean(axis=1))), int(rate)
 
 
