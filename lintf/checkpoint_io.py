@@ -13,8 +13,13 @@ file can replace its sidecar too.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import re
+import shutil
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +50,87 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+TEMPORARY = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<host>.+)-(?P<pid>\d+)$")
+OLD_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp$")  # written by earlier lintf versions
+FOREIGN_TEMPORARY_AGE_S = 24 * 3600.0
+"""A temporary of another machine (a shared file system) is stale only after a day: its writer may be alive."""
+
+
+class CheckpointWriteError(RuntimeError):
+    """A checkpoint that could not be written (no space, a read-only or forbidden directory); one paragraph."""
+
+
+def temporary_path(path: Path) -> Path:
+    """Where ``path`` is written before it is renamed into place: hidden, naming this machine and process."""
+    return path.with_name(f".{path.name}.tmp-{socket.gethostname()}-{os.getpid()}")
+
+
 def write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)
+    temporary = temporary_path(path)
+    try:
+        temporary.write_text(text)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def is_stale_temporary(path: Path) -> bool:
+    """Whether ``path`` is a temporary checkpoint file whose writer is gone (killed, or its machine down)."""
+    match = TEMPORARY.match(path.name) or OLD_TEMPORARY.match(path.name)
+    if match is None:
+        return False
+    host = match.groupdict().get("host", socket.gethostname())
+    if host != socket.gethostname():
+        return time.time() - path.stat().st_mtime > FOREIGN_TEMPORARY_AGE_S
+    return int(match["pid"]) != os.getpid() and not process_alive(int(match["pid"]))
+
+
+def remove_stale_temporaries(roots: list[str]) -> list[tuple[Path, int]]:
+    """Delete the temporaries that killed saves left in the run directories below ``roots``.
+
+    A save killed by SIGKILL (or one that failed without cleaning up) leaves its hidden temporary file,
+    as large as a checkpoint, beside the real ones. The run directories are ``<root>/<name>/<version>/
+    checkpoints`` (every logger's layout) and ``<root>/checkpoints``.
+
+    Returns:
+        each removed file and its size in bytes.
+    """
+    removed = []
+    for root in roots:
+        for pattern in ("*/*/checkpoints/.*", "checkpoints/.*"):
+            for path in Path(root).glob(pattern):
+                try:
+                    if path.is_file() and is_stale_temporary(path):
+                        size = path.stat().st_size
+                        path.unlink()
+                        removed.append((path, size))
+                except OSError:  # gone meanwhile, or not ours to delete: leave it
+                    continue
+    return removed
+
+
+def describe_write_error(path: Path, error: OSError) -> str:
+    """One paragraph for a checkpoint that could not be written: why, how much was needed, what to do."""
+    directory = path.parent
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        free = shutil.disk_usage(directory).free if directory.exists() else 0
+        why = f"no space left on the device of {directory} ({free / 2**20:.0f} MB free)"
+    elif error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        why = f"{directory} is not writable ({os.strerror(error.errno)})"
+    else:
+        why = f"{type(error).__name__}: {error.strerror or error}"
+    return (f"could not write checkpoint {path}: {why}. The checkpoints written before are intact and no partial file "
+            "was left. Free space or choose a writable --trainer.default_root_dir, then continue with --ckpt_path last.")
 
 
 def verify_checkpoint(path: str | Path) -> None:
@@ -95,16 +177,31 @@ def load_checkpoint_file(path: str | Path, map_location: Any = "cpu", mmap: bool
 
 
 class VerifiedCheckpointIO(TorchCheckpointIO):
-    """Lightning's ``TorchCheckpointIO``, writing atomically with a sha256 sidecar and verifying it on load."""
+    """Lightning's ``TorchCheckpointIO``, writing atomically with a sha256 sidecar and verifying it on load.
+
+    A save that fails (no space, a read-only directory) removes its temporary file and raises
+    CheckpointWriteError with one paragraph; the checkpoint it would have replaced is untouched.
+    """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
         path = Path(path)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        super().save_checkpoint(checkpoint, temporary, storage_options)
-        digest = file_sha256(temporary)
-        sidecar_of(path).unlink(missing_ok=True)  # never a stale digest beside a new file
-        os.replace(temporary, path)
-        write_atomically(sidecar_of(path), f"{digest}  {path.name}\n")
+        temporary = temporary_path(path)
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} writes local files and takes no storage_options")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(temporary, "wb") as file:  # straight to the run directory: no copy in memory or in /tmp
+                torch.save(checkpoint, file)
+                file.flush()
+                os.fsync(file.fileno())
+            digest = file_sha256(temporary)
+            sidecar_of(path).unlink(missing_ok=True)  # never a stale digest beside a new file
+            os.replace(temporary, path)
+            write_atomically(sidecar_of(path), f"{digest}  {path.name}\n")
+        except OSError as error:
+            raise CheckpointWriteError(describe_write_error(path, error)) from None
+        finally:
+            temporary.unlink(missing_ok=True)
 
     def load_checkpoint(self, path: str | Path, map_location: Any = None, weights_only: bool | None = None) -> dict:
         """``load_checkpoint_file``: whatever Lightning asks, nothing in a checkpoint runs code."""

@@ -8,10 +8,12 @@ maps are valid names. Mistakes in the configuration end in one paragraph, not a 
 
 from __future__ import annotations
 
+import errno
 import importlib
 import importlib.util
 import logging
 import os
+import signal
 import sys
 import warnings
 from typing import Any
@@ -21,11 +23,14 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.plugins.environments import SLURMEnvironment
+from lightning.pytorch.utilities import rank_zero_only
+from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 import lintf
 from lintf.callbacks import LogSamples, PredictionWriter, RunCheckpoint, SaveRunConfig
 from lintf.callbacks.run_directory import run_directory
-from lintf.checkpoint_io import VerifiedCheckpointIO
+from lintf.callbacks.finite_training import NonFiniteError, StopOnNonFinite
+from lintf.checkpoint_io import CheckpointWriteError, VerifiedCheckpointIO, remove_stale_temporaries
 from lintf.checkpoints import UNSAVED_ARGUMENTS, CheckpointError, find_checkpoint, hyperparameter_keys, setting_differences
 from lintf.class_paths import ClassPathError, check_checkpoint_hyperparameters, check_class_paths
 from lintf.config_errors import summarize
@@ -35,10 +40,11 @@ from lintf.registry import UnknownArgumentError, UnknownNameError
 from lintf.tasks.decoding import Decoding
 from lintf.ops._ext import BuildLockError
 from lintf.names import import_class
-from lintf.run_checks import check_before_fit, check_checkpoint_fits, listed
-from lintf.tensorboard import ReservedVersionTensorBoardLogger, discard_unused_run_directory
+from lintf.run_checks import CheckScheduleLength, check_before_fit, check_checkpoint_fits, listed
+from lintf.tensorboard import ReservedVersionTensorBoardLogger, discard_unused_run_directory, reserve_run_directory
 
-USER_ERRORS = (CheckpointError, PluginError, UnknownNameError, UnknownArgumentError, ValueError)
+USER_ERRORS = (CheckpointError, PluginError, UnknownNameError, UnknownArgumentError, ValueError,
+               MisconfigurationException)
 """Errors of a bad configuration: reported in one paragraph when they occur before training."""
 RUN_ERRORS = (*USER_ERRORS, BuildLockError, FileNotFoundError)
 """Errors of bad data, settings or files met while a subcommand runs: one paragraph too (LINTF_DEBUG=1: traceback)."""
@@ -50,6 +56,18 @@ LINKED_FROM_DATA = ("vocab_size", "max_length")
 
 class ConfigError(ValueError):
     """A configuration that cannot run; ``main`` prints its message without a traceback."""
+
+
+class RunFailed(RuntimeError):
+    """A run that started and cannot go on (divergence, a failed save, SIGTERM); ``main`` exits with ``exit_code``."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+"""OSErrors of a full disk or a directory the run may not write: one paragraph, not a traceback."""
 
 
 def registry_epilog() -> str:
@@ -108,15 +126,37 @@ class LintfCLI(LightningCLI):
         except ConfigError:
             self._discard_run_directory()
             raise
+        except SIGTERMException:
+            raise RunFailed(self._stopped_report(), exit_code=128 + signal.SIGTERM) from None
+        except (NonFiniteError, CheckpointWriteError, OSError) as error:
+            if isinstance(error, OSError) and error.errno not in WRITE_ERRNOS or os.environ.get("LINTF_DEBUG"):
+                raise
+            self._discard_run_directory()
+            raise RunFailed(str(error) if not isinstance(error, OSError) else
+                            f"cannot write {error.filename}: {error.strerror}. Free space or choose a writable "
+                            "--trainer.default_root_dir.") from error
         except RUN_ERRORS as error:  # met while the subcommand ran: one paragraph, no empty run directory
             self._discard_run_directory()
             if os.environ.get("LINTF_DEBUG"):
                 raise
             raise ConfigError(summarize(str(error).strip() or type(error).__name__)) from error
 
+    def _stopped_report(self) -> str:
+        """What a run stopped by SIGTERM reached and kept."""
+        trainer = self.trainer
+        last = getattr(trainer.checkpoint_callback, "last_model_path", "") or ""
+        kept = (f"saved {last}; continue with the same command and --ckpt_path last" if os.path.isfile(last)
+                else "no checkpoint was saved (checkpointing is off)")
+        return f"stopped by SIGTERM at step {trainer.global_step}: {kept}"
+
     def _discard_run_directory(self) -> None:
-        for logger in getattr(getattr(self, "trainer", None), "loggers", None) or []:
-            discard_unused_run_directory(logger)
+        """Remove the run directory this process reserved, unless the run trained or wrote a checkpoint."""
+        trainer = getattr(self, "trainer", None)
+        if trainer is not None and trainer.global_step > 0:
+            return  # a run that trained keeps its logs, even without a checkpoint
+        reserved = [getattr(logger, "reserved_directory", None) for logger in getattr(trainer, "loggers", None) or []]
+        for directory in [*reserved, getattr(self, "reserved_run_directory", None)]:
+            discard_unused_run_directory(directory)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_argument(
@@ -147,6 +187,10 @@ class LintfCLI(LightningCLI):
         for key, limit in self.batch_limits.items():
             config.trainer[key] = limit  # so the saved config.yaml says 1 (one batch), not 1.0 (all of them)
         self.checkpoint: dict[str, Any] | None = None
+        if rank_zero_only.rank == 0:
+            for path, size in remove_stale_temporaries(search_roots(config)):
+                print(f"lintf: removed {path} ({size / 2**20:.1f} MB), left by a checkpoint save that was killed",
+                      file=sys.stderr, flush=True)
         try:
             check_class_paths(config, "the configuration")
             if subcommand and config.get("ckpt_path"):
@@ -197,11 +241,18 @@ class LintfCLI(LightningCLI):
         # The built-in checkpoint callback yields to ``--trainer.enable_checkpointing false``.
         if config.get("enable_checkpointing") is False:
             callbacks = [callback for callback in callbacks if not isinstance(callback, ModelCheckpoint)]
+        callbacks = [*callbacks, StopOnNonFinite(), CheckScheduleLength()]
+        root = config.get("default_root_dir") or os.getcwd()
         default_logger = config.get("logger") in (None, True) and not config.get("barebones")
         if default_logger and importlib.util.find_spec("tensorboard") is not None:
             # Lightning's default logger, except that concurrent runs get distinct version directories.
-            root = config.get("default_root_dir") or os.getcwd()
             config = {**config, "logger": ReservedVersionTensorBoardLogger(save_dir=root, version=SLURMEnvironment.job_id())}
+        elif config.get("logger") in (False, []) or config.get("barebones"):
+            # Without a logger every run still gets a directory of its own (its config and checkpoints); other
+            # ranks receive rank 0's (run_directory and ModelCheckpoint broadcast it).
+            if rank_zero_only.rank == 0:
+                self.reserved_run_directory = reserve_run_directory(root)
+                config = {**config, "default_root_dir": self.reserved_run_directory}
         return super()._instantiate_trainer(config, callbacks)
 
     def before_fit(self) -> None:
@@ -311,6 +362,9 @@ def main(args: list[str] | None = None) -> None:
             raise
         print(f"lintf: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    except RunFailed as error:
+        print(f"lintf: {'error: ' if error.exit_code == 1 else ''}{error}", file=sys.stderr, flush=True)
+        raise SystemExit(error.exit_code) from None
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from lightning.pytorch import LightningModule
+from lightning.pytorch import Callback, LightningModule, Trainer
 
 
 PROGRESS_KEYS = {"last_epoch", "_step_count", "_get_lr_called_within_step", "_last_lr", "_is_initial", "verbose",
@@ -41,16 +41,34 @@ def built_optimizer(model: LightningModule) -> tuple[torch.optim.Optimizer, Any]
     return configured, None
 
 
-def check_schedule_length(scheduler: Any, max_steps: int) -> None:
-    """RunCheckError if a scheduler with a fixed step count ends before ``max_steps`` optimizer steps."""
+def check_schedule_length(scheduler: Any, steps: int, why: str) -> None:
+    """RunCheckError if a scheduler with a fixed step count ends before the run's ``steps`` optimizer steps.
+
+    Args:
+        scheduler: the run's learning-rate scheduler (or None).
+        steps: the optimizer steps the run will take.
+        why: what sets that number, e.g. ``trainer.max_steps=7000``.
+    """
     total = getattr(scheduler, "total_steps", None)
-    if total is not None and max_steps > total:
+    if total is not None and steps > total:
         name = type(scheduler).__name__
         raise RunCheckError(
-            f"model.lr_scheduler {name} has total_steps={total}, but trainer.max_steps={max_steps}: it would stop "
-            f"the run with an error at step {total + 1}. Set --model.init_args.lr_scheduler.init_args.total_steps "
-            f"{max_steps} (or more), or --trainer.max_steps {total}."
+            f"model.lr_scheduler {name} has total_steps={total}, but {why}: it would stop the run with an error at "
+            f"step {total + 1}. Set --model.init_args.lr_scheduler.init_args.total_steps {steps} (or more), or "
+            f"--trainer.max_steps {total}."
         )
+
+
+class CheckScheduleLength(Callback):
+    """Repeats the schedule-length check once the data is known, for runs bounded by epochs, not steps."""
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if trainer.max_steps != -1 or not trainer.lr_scheduler_configs:
+            return  # a step-bounded run was checked before it started
+        steps = int(trainer.estimated_stepping_batches)
+        for config in trainer.lr_scheduler_configs:
+            check_schedule_length(config.scheduler, steps, f"trainer.max_epochs={trainer.max_epochs} makes "
+                                  f"{steps} optimizer steps")
 
 
 def differences(saved: dict[str, Any], fresh: dict[str, Any], keys: Any, prefix: str) -> list[str]:
@@ -122,4 +140,5 @@ def check_before_fit(model: LightningModule, max_steps: int, checkpoint: dict[st
                 "A resumed run continues the checkpoint's optimizer and schedule, so these settings would not "
                 "apply: use the values of the run that wrote it (its config.yaml), or start a new run."
             )
-    check_schedule_length(scheduler, max_steps)
+    if max_steps != -1:
+        check_schedule_length(scheduler, max_steps, f"trainer.max_steps={max_steps}")

@@ -1,9 +1,10 @@
-"""The default TensorBoard logger, made safe for runs started side by side in one directory.
+"""Run directories claimed atomically, so runs started side by side in one directory never share one.
 
 Lightning picks ``version_N`` as one past the highest existing directory, so two runs started
 together both choose the same N and write their events, configs and checkpoints into one
-directory. This logger reserves its version by creating the directory atomically (``mkdir``
-fails if another run got there first, and the next number is tried).
+directory. Here a version is reserved by creating its directory atomically (``mkdir`` fails if
+another run got there first, and the next number is tried): by the default TensorBoard logger, and
+for runs without a logger, whose checkpoints would otherwise all land in ``<root>/checkpoints``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,25 @@ from pathlib import Path
 
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
+
+RUNS_DIRECTORY = "lightning_logs"
+
+
+def reserve_version(parent: str, version: int = 0) -> int:
+    """The first ``version >= version`` whose ``parent/version_N`` this call created (atomically)."""
+    os.makedirs(parent, exist_ok=True)
+    while True:
+        try:
+            os.mkdir(os.path.join(parent, f"version_{version}"))
+            return version
+        except FileExistsError:
+            version += 1
+
+
+def reserve_run_directory(root: str) -> str:
+    """A new ``root/lightning_logs/version_N`` for a run without a logger, created by this call."""
+    parent = os.path.join(root, RUNS_DIRECTORY)
+    return os.path.join(parent, f"version_{reserve_version(parent)}")
 
 
 class ReservedVersionTensorBoardLogger(TensorBoardLogger):
@@ -31,20 +51,13 @@ class ReservedVersionTensorBoardLogger(TensorBoardLogger):
         version = super()._get_next_version()
         if rank_zero_only.rank != 0:  # other ranks receive rank 0's run directory by broadcast
             return version
-        parent = self.root_dir  # save_dir/name, where Lightning looks for version_* directories
-        os.makedirs(parent, exist_ok=True)
-        while True:
-            try:
-                os.mkdir(os.path.join(parent, f"version_{version}"))
-                self.reserved_directory = os.path.join(parent, f"version_{version}")
-                return version
-            except FileExistsError:
-                version += 1
+        version = reserve_version(self.root_dir, version)  # root_dir: save_dir/name, where Lightning looks
+        self.reserved_directory = os.path.join(self.root_dir, f"version_{version}")
+        return version
 
 
-def discard_unused_run_directory(logger: object) -> None:
-    """Remove the run directory ``logger`` created in this process if the run wrote no checkpoint into it."""
-    directory = getattr(logger, "reserved_directory", None)
+def discard_unused_run_directory(directory: str | None) -> None:
+    """Remove ``directory`` (a run directory this process reserved) if the run wrote no checkpoint into it."""
     if directory and os.path.isdir(directory) and not any(Path(directory).rglob("*.ckpt")):
         shutil.rmtree(directory, ignore_errors=True)
         parent = os.path.dirname(directory)

@@ -7,6 +7,7 @@ import os
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 
 class RunCheckpoint(ModelCheckpoint):
@@ -15,8 +16,18 @@ class RunCheckpoint(ModelCheckpoint):
     Lightning writes ``save_last`` only when a top-k checkpoint was written at the same step, so after
     a validation whose monitored metric did not improve, ``last.ckpt`` would still hold an older state
     and ``--ckpt_path last`` would repeat the work since then. Here it always holds the newest one.
-    The arguments are ``ModelCheckpoint``'s.
+    A run stopped by SIGTERM (a scheduler's preemption, ``kill``) saves ``last.ckpt`` before it exits, so
+    ``--ckpt_path last`` continues from the step it reached. The arguments are ``ModelCheckpoint``'s.
     """
+
+    def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        # Lightning raises SIGTERMException between two training batches, after an optimizer step: the state
+        # is whole. Every rank received the signal (Lightning broadcasts it), so all take part in the save.
+        if not isinstance(exception, SIGTERMException) or trainer.state.fn != TrainerFn.FITTING:
+            return
+        if not self.save_last or not self.dirpath or trainer.sanity_checking:
+            return
+        self._save_last(trainer)
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         top_k_before = (dict(self.best_k_models), self.best_model_path)
@@ -29,6 +40,9 @@ class RunCheckpoint(ModelCheckpoint):
         # bookkeeping is), so all ranks take part in the save below or none does.
         if (dict(self.best_k_models), self.best_model_path) != top_k_before:
             return
+        self._save_last(trainer)
+
+    def _save_last(self, trainer: Trainer) -> None:
         path = os.path.join(self.dirpath, f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}")
         trainer.save_checkpoint(path, self.save_weights_only)
         self.last_model_path = path

@@ -34,7 +34,8 @@ def test_config_without_logger_does_not_collide(tmp_path):
     for _ in range(2):
         run(tiny(tmp_path, "--trainer.max_steps", "1", "--trainer.logger", "false", "--trainer.callbacks", "[]",
                  "--trainer.limit_val_batches", "0"))
-    assert (tmp_path / "config.yaml").is_file() and (tmp_path / "config-1.yaml").is_file()
+    runs = tmp_path / "lightning_logs"
+    assert (runs / "version_0" / "config.yaml").is_file() and (runs / "version_1" / "config.yaml").is_file()
 
 
 def test_runs_started_together_get_distinct_directories(tmp_path):
