@@ -35,7 +35,7 @@ from lintf.checkpoints import UNSAVED_ARGUMENTS, CheckpointError, find_checkpoin
 from lintf.class_paths import ClassPathError, check_checkpoint_hyperparameters, check_class_paths
 from lintf.config_errors import summarize
 from lintf.config_files import ConfigFileError, integer_batch_limits
-from lintf.plugins import PluginError, load_plugins, plugins_in_args
+from lintf.plugins import PluginError, check_config_plugins, load_plugins, plugins_in_args
 from lintf.registry import UnknownArgumentError, UnknownNameError
 from lintf.tasks.decoding import Decoding
 from lintf.ops._ext import BuildLockError
@@ -103,7 +103,9 @@ class LintfCLI(LightningCLI):
     """
 
     def __init__(self, args: list[str] | None = None, run: bool = True) -> None:
-        load_plugins(plugins_in_args(sys.argv[1:] if args is None else args))
+        argv = sys.argv[1:] if args is None else args
+        load_plugins(plugins_in_args(argv))
+        check_config_plugins(argv)
         import lintf.data  # noqa: F401  (data modules become valid --data names)
         from lintf.tasks import TransformerTask
 

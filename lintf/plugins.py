@@ -4,9 +4,13 @@ Two sources, both imported before ``lintf`` parses a command line:
 
 * installed packages exposing an entry point in the group ``lintf.plugins`` (the value is a
   module, or a callable that is called with no arguments); ``LINTF_NO_PLUGINS=1`` skips them;
-* local modules named by the ``plugins`` key (``--plugins my_attention`` or ``plugins: [...]``
-  in a YAML config): importable module names or paths to ``.py`` files. The key is saved with
-  the run's config, so ``lintf fit --config <run>/config.yaml`` imports them again.
+* local modules given on the command line (``--plugins my_attention`` or ``--plugins path/to/p.py``):
+  importable module names or paths to ``.py`` files.
+
+A plugin runs code by design, so only the command line (or an installed package) may load one: a
+config file is data. The ``plugins`` key is saved with the run's config as a record; a config naming
+plugins that are not loaded is refused with the ``--plugins`` flag that would load them, so
+``lintf fit --config <run>/config.yaml --plugins my_attention.py`` repeats a run that used one.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from lintf.config_files import read_config_file
+from lintf.config_files import config_files, option_values, read_config_file
 
 ENTRY_POINT_GROUP = "lintf.plugins"
 DISABLE_ENV = "LINTF_NO_PLUGINS"
@@ -105,19 +109,35 @@ def _as_list(value: object) -> list[str]:
 
 
 def plugins_in_args(args: Sequence[str]) -> list[str]:
-    """The ``plugins`` values of a command line, from ``--plugins`` and from ``--config`` files.
+    """The ``--plugins`` values of a command line (config files are not read: they never load code).
 
     The CLI must import plugins before its parser exists (names are validated while parsing),
     so this scans the raw arguments instead of waiting for the parser.
     """
     found: list[str] = []
-    args = list(args)
-    for i, arg in enumerate(args):
-        key, has_value, value = arg.partition("=")
-        if not has_value:
-            value = args[i + 1] if i + 1 < len(args) else ""
-        if key in ("--plugins", "--plugins+"):
-            found += _as_list(value)
-        elif key in ("--config", "-c") and Path(value).is_file():
-            found += _as_list(read_config_file(value).get("plugins"))
+    for key, value in option_values(args, "--plugins", "--plugins+"):
+        found += _as_list(value)
     return list(dict.fromkeys(found))
+
+
+def plugins_of_config_files(args: Sequence[str]) -> list[str]:
+    """The ``plugins`` named by the ``--config`` files of a command line."""
+    found = [plugin for path in config_files(args) for plugin in _as_list(read_config_file(path).get("plugins"))]
+    return list(dict.fromkeys(found))
+
+
+def check_config_plugins(args: Sequence[str]) -> None:
+    """PluginError if a ``--config`` file names plugins that the command line does not load.
+
+    Args:
+        args: the raw command line.
+    """
+    loaded = plugins_in_args(args)
+    missing = [plugin for plugin in plugins_of_config_files(args) if plugin not in loaded]
+    if missing:
+        flag = " ".join(f"--plugins {plugin}" for plugin in missing)
+        raise PluginError(
+            f"the config names plugins {', '.join(missing)}, which are not loaded: a plugin runs code, so lintf loads "
+            f"one only from the command line (or an installed package), never from a config file. If you trust it, "
+            f"add {flag}"
+        )

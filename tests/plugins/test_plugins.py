@@ -82,7 +82,10 @@ def test_local_plugin_is_saved_with_the_run(clean_registry, tmp_path, monkeypatc
     assert config["plugins"] in ([str(path)], str(path)) and config["model"]["init_args"]["encoder"]["attention"] == "local_test_softmax"
     ATTENTIONS.unregister("local_test_softmax")
     del sys.modules["local_plugin"]
-    run(["fit", "--config", str(saved)])  # the saved key imports the plugin again before parsing
+    with pytest.raises(plugins.PluginError, match=f"add --plugins {path}"):
+        run(["fit", "--config", str(saved)])  # a config file is data: it never imports the plugin itself
+    assert "local_test_softmax" not in lintf.list_attentions() and "local_plugin" not in sys.modules
+    run(["fit", "--config", str(saved), "--plugins", str(path)])  # the saved run, with the plugin it names
     assert "local_test_softmax" in lintf.list_attentions()
 
 
@@ -95,11 +98,28 @@ def test_broken_local_plugin(tmp_path, capsys, clean_registry):
     assert f"lintf plugin '{path}'" in err and "RuntimeError: boom" in err
 
 
-def test_plugins_in_args_reads_flags_and_configs(tmp_path):
+def test_plugins_come_from_flags_and_configs_only_name_them(tmp_path):
     config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"plugins": ["from_config"]}))
+    config.write_text(yaml.safe_dump({"plugins": ["from_config", "a"]}))
     args = ["fit", "--config", str(config), "--plugins", "a", "--plugins=[b, c]"]
-    assert plugins.plugins_in_args(args) == ["from_config", "a", "b", "c"]
+    assert plugins.plugins_in_args(args) == ["a", "b", "c"]
+    with pytest.raises(plugins.PluginError) as error:
+        plugins.check_config_plugins(args)
+    assert "names plugins from_config, which are not loaded" in str(error.value)
+    assert "add --plugins from_config" in str(error.value)
+    plugins.check_config_plugins([*args, "--plugins", "from_config"])
+
+
+def test_config_file_plugin_runs_no_code(tmp_path, capsys, clean_registry):
+    marker = tmp_path / "ran"
+    path = tmp_path / "payload.py"
+    path.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    config = tmp_path / "evil.yaml"
+    config.write_text(yaml.safe_dump({"plugins": [str(path)]}))
+    with pytest.raises(SystemExit) as exit_info:
+        main(tiny(tmp_path, "--config", str(config)))
+    assert exit_info.value.code == 2 and f"add --plugins {path}" in capsys.readouterr().err
+    assert not marker.exists()
 
 
 def test_example_plugin_has_its_own_package():
