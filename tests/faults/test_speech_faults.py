@@ -11,11 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from lightning.pytorch import Trainer
 
 from lintf.asr.corpora.manifest import MAX_REPORTED, ManifestError, read_manifest
 from lintf.asr.data.speech_data import SpeechData
+from lintf.asr.model.task import ASRTask
 from lintf.asr.features.audio import AudioError, load_audio
 from lintf.cli import main
+from lintf.models.encoder_config import EncoderConfig
 from tests.asr.conftest import tone_corpus
 
 soundfile = pytest.importorskip("soundfile")
@@ -230,3 +233,51 @@ def test_undecodable_files_say_why_and_what_is_expected(tmp_path, content, why):
         load_audio(tmp_path / "bad.wav")
     assert str(caught.value) == (f"audio file {tmp_path / 'bad.wav'}: {why}; expected audio in a format libsndfile "
                                  "decodes (WAV, FLAC, OGG/Vorbis, MP3, ...) with at least one sample")
+
+
+def test_a_model_for_other_log_mel_bins_is_refused_before_training(tmp_path):
+    corpus = tone_corpus(tmp_path / "c")
+    data = SpeechData(str(corpus["train"]), str(corpus["val"]), batch_size=3, n_mels=40)
+    task = ASRTask(data.vocab_size, data.max_length, EncoderConfig(d_model=16, n_layers=1, n_heads=2), conv_channels=4)
+    before = {name: value.clone() for name, value in task.state_dict().items()}
+    trainer = Trainer(max_steps=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                      enable_model_summary=False, default_root_dir=tmp_path)
+    with pytest.raises(ValueError) as caught:
+        trainer.fit(task, datamodule=data)
+    assert str(caught.value).startswith("the data's features have n_mels=40 log-mel bins, but the model reads "
+                                        "n_mels=80 ")
+    assert "--data.init_args.n_mels 80 " in str(caught.value) and "--model.init_args.n_mels 40 " in str(caught.value)
+    assert trainer.global_step == 0 and all(torch.equal(before[k], v) for k, v in task.state_dict().items())
+
+
+def test_lintf_fit_with_other_n_mels_for_model_and_data_is_one_paragraph(tmp_path, monkeypatch, capsys):
+    corpus = tone_corpus(tmp_path / "c")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as code:
+        main(["fit", "--config", str(REPO / "configs" / "asr_synth.yaml"), "--data.init_args.train_manifest",
+              str(corpus["train"]), "--data.init_args.val_manifest", str(corpus["val"]), "--data.init_args.dev_manifest",
+              "null", "--data.init_args.n_mels", "40", "--trainer.default_root_dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code.value.code == 2 and "Traceback" not in err
+    assert "the data's features have n_mels=40 log-mel bins, but the model reads n_mels=80" in err, err
+    assert not list(tmp_path.rglob("*.ckpt"))
+
+
+def test_lintf_test_of_a_checkpoint_for_other_log_mel_bins_is_one_paragraph(tmp_path, monkeypatch, capsys):
+    corpus = tone_corpus(tmp_path / "c")
+    monkeypatch.chdir(tmp_path)
+    data = ["--data.init_args.train_manifest", str(corpus["train"]), "--data.init_args.val_manifest", str(corpus["val"]),
+            "--data.init_args.test_manifest", str(corpus["test"]), "--data.init_args.dev_manifest", "null",
+            "--data.init_args.num_workers", "0"]
+    main(["fit", "--config", str(REPO / "configs" / "asr_synth.yaml"), *data, "--data.init_args.n_mels", "40",
+          "--model.init_args.n_mels", "40", "--model.init_args.encoder.d_model", "16", "--model.init_args.encoder."
+          "n_layers", "1", "--trainer.max_steps", "1", "--trainer.default_root_dir", str(tmp_path)])
+    (ckpt,) = tmp_path.rglob("last.ckpt")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as code:  # the model of the checkpoint reads 40 bins, the config's data has 80
+        main(["test", "--config", str(REPO / "configs" / "asr_synth.yaml"), *data, "--decoding.lm_order", "0",
+              "--ckpt_path", str(ckpt), "--trainer.default_root_dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code.value.code == 2 and "Traceback" not in err
+    assert "the data's features have n_mels=80 log-mel bins, but the model reads n_mels=40" in err, err
+    assert "--data.init_args.n_mels 40 to read this model's features" in err

@@ -90,6 +90,7 @@ class ASRTask(TransformerTask):
 
     def setup(self, stage: str) -> None:
         datamodule = self.trainer.datamodule if self._trainer else None
+        self.check_features(datamodule)
         vocabulary = getattr(datamodule, "vocabulary", None)
         if vocabulary is not None:
             if len(vocabulary) != self.hparams.vocab_size:
@@ -98,6 +99,22 @@ class ASRTask(TransformerTask):
         # Only test and predict decode by beam search (validation is greedy): fit need not wait for the LM.
         if self.decoding.uses_language_model and stage in ("test", "predict"):
             self.scorer = self.language_model(datamodule)
+
+    def check_features(self, datamodule: Any) -> None:
+        """ValueError naming both values unless ``datamodule``'s log-mel bins are those the front end reads.
+
+        Args:
+            datamodule: the run's data module (``SpeechData``); one without ``n_mels`` is not checked.
+        """
+        hparams = getattr(datamodule, "hparams", None) or {}
+        n_mels = hparams.get("n_mels")
+        if n_mels is not None and n_mels != self.hparams.n_mels:
+            raise ValueError(
+                f"the data's features have n_mels={n_mels} log-mel bins, but the model reads n_mels="
+                f"{self.hparams.n_mels} (its front end is built for that many, and a checkpoint's model keeps the "
+                f"n_mels it was trained with). Give both the same: --data.init_args.n_mels {self.hparams.n_mels} "
+                f"to read this model's features, or --model.init_args.n_mels {n_mels} for a new model."
+            )
 
     def language_model(self, datamodule: Any) -> LanguageModelScorer:
         """The character n-gram of ``lm_text`` or the training transcripts, weighted for the beam search."""
