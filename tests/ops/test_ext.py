@@ -47,7 +47,9 @@ def test_an_unheld_torch_lock_left_in_the_build_dir_does_not_block(tmp_path):
         if locks.torch_lock_is_existence_based():
             assert not (tmp_path / "lock").exists(), "torch would wait on this baton forever"
         else:  # the file stays (waiters share its inode); torch can take it at once
-            filelock.FileLock(str(tmp_path / "lock")).acquire(timeout=0).release()
+            probe = filelock.FileLock(str(tmp_path / "lock"))
+            probe.acquire(timeout=0)
+            probe.release()
 
 
 def test_a_held_torch_lock_is_reported_after_the_timeout_not_deleted(tmp_path):
