@@ -271,16 +271,25 @@ def cpu_vector_paths() -> list[str]:
     return list(torch.ops.lintf.cpu_vector_paths()) if load_extension() else []
 
 
-OUTPUT_CACHE_FIELDS = ("cached_bytes", "in_use_bytes", "reused", "allocated", "limit_bytes")
+OUTPUT_CACHE_FIELDS = ("cached_bytes", "in_use_bytes", "reused", "allocated", "limit_bytes", "peak_bytes", "evicted")
 
 
 def cpu_output_cache_stats() -> dict[str, int] | None:
     """The CPU output cache's counters, None without the compiled op.
 
-    Outputs of the CPU op from 4 MB on reuse the buffers of freed outputs (``csrc/cpu_output_cache.h``):
-    ``cached_bytes`` are free buffers kept for reuse, ``in_use_bytes`` those held by live tensors,
-    ``reused`` / ``allocated`` count buffers taken from the cache / allocated afresh, ``limit_bytes``
-    is ``LINTF_CPU_OUTPUT_CACHE_MB`` (default 1024 MB; 0 turns the cache off).
+    Outputs of the CPU op from 4 MB on reuse the buffers of freed outputs (``csrc/cpu_output_cache.h``).
+    By default the cache holds, free and in use together, at most the most bytes of live outputs the
+    process has had at once plus one largest buffer: a loop at one shape reuses every buffer from its
+    second step on, and outputs of ever new sizes (mixed sequence lengths) evict the oldest free buffers
+    instead of accumulating. ``LINTF_CPU_OUTPUT_CACHE_MB`` replaces that bound with a fixed cap on the
+    free bytes (0 turns the cache off).
+
+    Returns:
+        ``cached_bytes``: free buffers kept for reuse; ``in_use_bytes``: buffers held by live tensors;
+        ``reused`` / ``allocated`` / ``evicted``: buffers taken from the cache / allocated afresh /
+        unmapped to stay within the bound; ``peak_bytes``: the most bytes in use at once (since start
+        or the last ``empty_cpu_output_cache``); ``limit_bytes``: the cap when
+        ``LINTF_CPU_OUTPUT_CACHE_MB`` is set, else the default bound, ``peak_bytes`` plus the largest buffer.
     """
     if not load_extension():
         return None
@@ -288,7 +297,11 @@ def cpu_output_cache_stats() -> dict[str, int] | None:
 
 
 def empty_cpu_output_cache() -> None:
-    """Return the CPU output cache's free buffers to the system (like ``torch.cuda.empty_cache``)."""
+    """Unmap the CPU output cache's free buffers, returning their memory to the system (resident memory drops).
+
+    Like ``torch.cuda.empty_cache``: buffers held by live tensors stay. The default bound restarts from
+    the bytes in use now, so a run whose outputs shrank (after a larger evaluation, say) keeps less.
+    """
     if load_extension():
         torch.ops.lintf.empty_cpu_output_cache()
 
