@@ -9,6 +9,7 @@ contexts of ``eval_length`` characters, each from an empty state.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from lintf.data.splits import SplitDataModule
 from lintf.data.text_sources import read_text_source
 
 SPLITS = ("train", "val", "test")
+STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",)}
+"""The parts of the text each Lightning stage reads."""
 
 
 class CharVocabulary:
@@ -132,15 +135,79 @@ class TextStreamData(SplitDataModule):
     def prepare_data(self) -> None:
         read_text_source(self.hparams.source, Path(self.hparams.data_dir))
 
+    def split_points(self, characters: int) -> tuple[int, int]:
+        """Where the validation and the test parts of a text of ``characters`` characters start."""
+        val_start = int(characters * (1 - self.hparams.val_fraction - self.hparams.test_fraction))
+        return val_start, int(characters * (1 - self.hparams.test_fraction))
+
     @property
     def texts(self) -> dict[str, str]:
         """The train, val and test parts of the text."""
         if self._texts is None:
             text = read_text_source(self.hparams.source, Path(self.hparams.data_dir))[: self.hparams.limit_characters]
-            val_start = int(len(text) * (1 - self.hparams.val_fraction - self.hparams.test_fraction))
-            test_start = int(len(text) * (1 - self.hparams.test_fraction))
+            val_start, test_start = self.split_points(len(text))
             self._texts = {"train": text[:val_start], "val": text[val_start:test_start], "test": text[test_start:]}
         return self._texts
+
+    def streams(self) -> int:
+        """Training streams over all processes: ``batch_size`` per process."""
+        return self.hparams.batch_size * (self.trainer.world_size if self.trainer is not None else 1)
+
+    def shortfalls(self, lengths: dict[str, int], splits: tuple[str, ...]) -> list[str]:
+        """What each of ``splits`` lacks, given the characters of every part; empty if each can be read.
+
+        Args:
+            lengths: characters of the train, val and test parts.
+            splits: the parts to check.
+        """
+        segment, context, streams = self.hparams.segment_length, self.hparams.eval_length, self.streams()
+        problems = []
+        if "train" in splits and lengths["train"] // streams < segment + 1:
+            problems.append(f"its training part ({lengths['train']} characters) gives each of the {streams} streams "
+                            f"{lengths['train'] // streams}, fewer than one segment of segment_length={segment} + 1")
+        problems += [f"its {split} part ({lengths[split]} characters) is shorter than one context of "
+                     f"eval_length={context} + 1" for split in ("val", "test")
+                     if split in splits and lengths[split] < context + 1]
+        return problems
+
+    def minimum_characters(self) -> int:
+        """The shortest text that gives every stream one training segment and val and test one context each."""
+        fractions = self.hparams.val_fraction, self.hparams.test_fraction
+        # Rounding gives val and test up to one character more than their fraction, never the training part.
+        bounds = (self.streams() * (self.hparams.segment_length + 1) / (1 - sum(fractions)),
+                  *(self.hparams.eval_length / fraction for fraction in fractions))
+        characters = max(1, max(math.floor(bound) for bound in bounds) - 1)
+        while True:  # from below the shortest text up to it
+            val_start, test_start = self.split_points(characters)
+            lengths = {"train": val_start, "val": test_start - val_start, "test": characters - test_start}
+            if not self.shortfalls(lengths, SPLITS):
+                return characters
+            characters += 1
+
+    def check_length(self, splits: tuple[str, ...]) -> None:
+        """ValueError naming the text, its length and the minimum unless each of ``splits`` can be read.
+
+        Args:
+            splits: the parts a stage reads ("train", "val", "test").
+        """
+        problems = self.shortfalls({split: len(text) for split, text in self.texts.items()}, splits)
+        if not problems:
+            return
+        hparams, characters = self.hparams, sum(len(text) for text in self.texts.values())
+        limit = hparams.limit_characters
+        text = f"the first {limit} characters (limit_characters) of {hparams.source}" if limit else hparams.source
+        raise ValueError(
+            f"TextStreamData: {text} has {characters} characters, too short: {'; '.join(problems)}. A text needs at "
+            f"least {self.minimum_characters()} characters to give each of {self.streams()} streams one training "
+            f"segment (segment_length={hparams.segment_length}, batch_size={hparams.batch_size} per process) and "
+            f"the validation and the test part one context of eval_length={hparams.eval_length} (val_fraction="
+            f"{hparams.val_fraction}, test_fraction={hparams.test_fraction}); give a longer text or lower "
+            "segment_length, batch_size or eval_length."
+        )
+
+    def setup(self, stage: str | None = None) -> None:
+        """Check that the parts ``stage`` reads are long enough, so a short text stops the run before it starts."""
+        self.check_length(STAGE_SPLITS.get(stage or "", SPLITS))
 
     @property
     def vocabulary(self) -> CharVocabulary:
@@ -159,16 +226,13 @@ class TextStreamData(SplitDataModule):
         return max(self.hparams.segment_length, self.hparams.eval_length)
 
     def loader(self, split: str) -> DataLoader:
-        tokens = self.vocabulary.encode(self.texts["train" if split == "train" else split])
+        self.check_length((split,))
+        tokens = self.vocabulary.encode(self.texts[split])
         if split == "train":
-            world = self.trainer.world_size if self.trainer is not None else 1
-            rows = stream_rows(tokens, self.hparams.batch_size * world)
+            rows = stream_rows(tokens, self.streams())
             return DataLoader(Segments(rows, self.hparams.segment_length, self.hparams.batch_size), batch_size=None)
         length = self.hparams.eval_length
         contexts = (tokens.numel() - 1) // length
-        if contexts < 1:
-            raise ValueError(f"TextStreamData: the {split} text has {tokens.numel()} characters, fewer than one "
-                             f"context of eval_length={length} + 1; lower eval_length or raise {split}_fraction")
         starts = torch.arange(contexts) * length
         windows = torch.stack([tokens[s : s + length + 1] for s in starts.tolist()])  # (contexts, length + 1)
         batches = [{"tokens": windows[i : i + self.hparams.eval_batch_size], "first": True}

