@@ -164,7 +164,8 @@ class TextStreamData(SplitDataModule):
         problems = []
         if "train" in splits and lengths["train"] // streams < segment + 1:
             problems.append(f"its training part ({lengths['train']} characters) gives each of the {streams} streams "
-                            f"{lengths['train'] // streams}, fewer than one segment of segment_length={segment} + 1")
+                            f"{lengths['train'] // streams} characters, fewer than one segment of segment_length="
+                            f"{segment} + 1")
         problems += [f"its {split} part ({lengths[split]} characters) is shorter than one context of "
                      f"eval_length={context} + 1" for split in ("val", "test")
                      if split in splits and lengths[split] < context + 1]

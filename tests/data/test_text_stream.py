@@ -98,7 +98,7 @@ def test_a_text_shorter_than_one_segment_names_the_training_part(tmp_path):
         data.setup("fit")
     assert str(caught.value).startswith(
         f"TextStreamData: {path} has 216 characters, too short: its training part (172 characters) gives each of "
-        "the 16 streams 10, fewer than one segment of segment_length=256 + 1. A text needs at least "
+        "the 16 streams 10 characters, fewer than one segment of segment_length=256 + 1. A text needs at least "
         f"{smallest_text(16, 256, 4, 0.1, 0.1)} characters")
     limited = TextStreamData(path, eval_length=4, val_fraction=0.1, test_fraction=0.1, limit_characters=100)
     with pytest.raises(ValueError, match=f"the first 100 characters \\(limit_characters\\) of {path} has 100 "):
