@@ -20,12 +20,14 @@ from lintf.ops._ext import cpu_output_cache_stats, empty_cpu_output_cache
 from lintf.ops.arguments import check_eps
 from lintf.ops.causal_product import causal_product as _compiled_causal_product
 from lintf.ops.dtypes import autocast_enabled
+from lintf.ops.environment import check_environment
 from lintf.ops.fallback import causal_product_pytorch
 from lintf.ops.state import LinearAttentionState, check_state
 
 __all__ = [
     "LinearAttentionState",
     "causal_dot_product",
+    "check_environment",
     "causal_linear_attention",
     "compiled_op_available",
     "cpu_output_cache_stats",

@@ -26,6 +26,7 @@ which path runs.
 
 Other environment variables: ``LINTF_EXTENSION=off`` always uses the pure-PyTorch path;
 ``LINTF_CPU_ARCH`` adds ``-march=<value>`` to every translation unit (default: none, portable).
+``lintf.ops.check_environment()`` validates all of them (``environment.py``) without building.
 
 Concurrency (``locks.py``): builders serialise on a ``filelock.FileLock`` (released by the OS if a
 builder dies), so DDP ranks starting together build once and never write the same files at the
@@ -49,7 +50,8 @@ from pathlib import Path
 
 import torch
 
-from lintf.ops.locks import LOCK_TIMEOUT_S, BuildLockError, build_lock  # noqa: F401 (re-exported)
+from lintf.ops.environment import extension_disabled
+from lintf.ops.locks import BuildLockError, build_lock  # BuildLockError: re-exported for the CLI
 from lintf.ops.manifest import ManifestError, library_problem, read_manifest, write_manifest
 
 NAME = "lintf_causal_product"
@@ -232,7 +234,7 @@ def op_has_kernel(device_type: str) -> bool:
 @functools.cache
 def load_extension() -> bool:
     """Load the compiled op once per process; False (after one warning) means pure PyTorch."""
-    if os.environ.get("LINTF_EXTENSION", "").lower() in {"0", "off", "false", "no"}:
+    if extension_disabled():
         return False
     prebuilt_dir = Path(os.environ.get("LINTF_EXTENSION_DIR", DEFAULT_PREBUILT_DIR))
     if not (op_has_kernel("cpu") or _load(prebuilt_library(prebuilt_dir)) or _load(_jit_library())):

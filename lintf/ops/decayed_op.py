@@ -17,14 +17,13 @@ these rules the first time it finds the CPU kernel.
 
 from __future__ import annotations
 
-import os
-
 import torch
 from torch import Tensor
 
 import lintf.ops
 from lintf.ops.decayed_chunked import DEFAULT_CHUNK_SIZE, decayed_product_chunked
 from lintf.ops.dtypes import accumulation_dtype
+from lintf.ops.environment import extension_disabled
 from lintf.ops.recorded_gradients import not_differentiable, recorded_gradients
 
 _OP = "lintf::decayed_product"
@@ -34,7 +33,7 @@ _registered = False
 
 def serves(device: torch.device) -> bool:
     """Whether the compiled op runs tensors on device: CPU tensors, the op built and LINTF_EXTENSION not off."""
-    if device.type != "cpu" or os.environ.get("LINTF_EXTENSION", "").lower() in {"0", "off", "false", "no"}:
+    if device.type != "cpu" or extension_disabled():
         return False
     return lintf.ops.compiled_op_available("cpu") and _cpu_kernel_loaded()
 
