@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import pickle
 import re
 import shutil
 import socket
@@ -164,7 +165,14 @@ def load_checkpoint_file(path: str | Path, map_location: Any = "cpu", mmap: bool
     verify_checkpoint(path)
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
-    except Exception as error:  # torch raises UnpicklingError, RuntimeError, EOFError, ... for a bad file
+    except pickle.UnpicklingError as error:  # an object outside tensors and plain data: refused, never built
+        found = re.search(r"GLOBAL (\S+)", str(error))
+        named = f" (it names {found.group(1)})" if found else ""
+        raise CheckpointFileError(
+            f"checkpoint {path} holds objects whose loading would run code{named}; lintf reads checkpoints with "
+            "torch.load(weights_only=True): tensors and plain data only. Pass a checkpoint written by lintf."
+        ) from None
+    except Exception as error:  # torch raises RuntimeError, EOFError, ... for a damaged file
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise CheckpointFileError(
             f"cannot read checkpoint {path}: {type(error).__name__}: {reason}. lintf reads checkpoints with "

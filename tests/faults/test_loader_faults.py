@@ -85,7 +85,8 @@ def test_a_pickle_payload_never_runs(command, trained, tmp_path, capsys):
     torch.save({**load_checkpoint_file(trained["ckpt"]), "extra": Payload(marker)}, ckpt)
     message = refusal(command, ckpt, trained, tmp_path, capsys)
     assert not marker.exists()
-    assert f"cannot read checkpoint {ckpt}" in message and "weights_only=True" in message
+    assert f"checkpoint {ckpt} holds objects whose loading would run code" in message
+    assert "weights_only=True" in message and "weights_only=False" not in message
 
 
 @pytest.mark.parametrize("command", COMMANDS)
