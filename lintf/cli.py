@@ -38,6 +38,7 @@ from lintf.config_files import ConfigFileError, integer_batch_limits
 from lintf.plugins import PluginError, check_config_plugins, load_plugins, plugins_in_args
 from lintf.registry import UnknownArgumentError, UnknownNameError
 from lintf.tasks.decoding import Decoding
+from lintf.ops import check_environment
 from lintf.ops._ext import BuildLockError
 from lintf.names import import_class
 from lintf.run_checks import CheckScheduleLength, check_before_fit, check_checkpoint_fits, listed
@@ -104,6 +105,10 @@ class LintfCLI(LightningCLI):
 
     def __init__(self, args: list[str] | None = None, run: bool = True) -> None:
         argv = sys.argv[1:] if args is None else args
+        try:
+            check_environment()  # the ops' LINTF_* settings, read late by the ops themselves
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         load_plugins(plugins_in_args(argv))
         check_config_plugins(argv)
         import lintf.data  # noqa: F401  (data modules become valid --data names)

@@ -223,3 +223,10 @@ def test_epoch_bounded_run_longer_than_its_schedule_stops_before_training(tmp_pa
 def test_negative_max_steps_is_one_paragraph(value, tmp_path, capsys):
     err = lintf_error(tiny(tmp_path, "--trainer.max_steps", value), capsys)
     assert f"`max_steps` must be a non-negative integer or -1 (infinite steps). You passed in {value}." in err
+
+
+@pytest.mark.parametrize(("name", "value"), [("LINTF_CPU_OUTPUT_CACHE_MB", "lots"), ("LINTF_CPU_PATH", "avx3")])
+def test_bad_op_setting_stops_lintf_before_any_work(name, value, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(name, value)
+    err = lintf_error(tiny(tmp_path), capsys)
+    assert f"{name}={value!r} is not valid" in err and not list(tmp_path.iterdir())
