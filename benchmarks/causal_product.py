@@ -317,6 +317,8 @@ def main() -> None:
     load_after = os.getloadavg()[0]
     n_ref = 16384 if 16384 in args.lengths else args.lengths[-1]
     cache_mb = (cpu_output_cache_stats() or {}).get("limit_bytes", 0) >> 20
+    cache_bound = ("LINTF_CPU_OUTPUT_CACHE_MB" if os.environ.get("LINTF_CPU_OUTPUT_CACHE_MB")
+                   else "the default: the run's peak of live outputs plus one buffer")
     ft = f"pytorch-fast-transformers {metadata.version('pytorch-fast-transformers')}" if "fast-transformers" in impls \
         else "fast-transformers not installed (its setup.py needs a CUDA toolkit on PATH or a patched build)"
     text = [
@@ -324,8 +326,8 @@ def main() -> None:
         f"`python -m benchmarks.causal_product` (torch {torch.__version__}, {ft}).\n\n",
         f"- CPU: {cpu_model()}, {os.cpu_count()} logical cores\n",
         f"- vector path of the op: {_ext.cpu_vector_path()} (this CPU runs: {', '.join(_ext.cpu_vector_paths())})\n",
-        f"- output cache of the op: {cache_mb} MB (freed outputs' buffers are reused; the memory columns are "
-        "measured with it off, LINTF_CPU_OUTPUT_CACHE_MB=0)\n",
+        f"- output cache of the op: bound {cache_mb} MB at the end of the run ({cache_bound}; freed outputs' "
+        "buffers are reused; the memory columns are measured with it off, LINTF_CPU_OUTPUT_CACHE_MB=0)\n",
         f"- load average (1 min) before / after the timings: {load_before:.2f} / {load_after:.2f}\n",
         "- fp32 matmul (2048^2, fastest of 7 calls): " + ", ".join(f"{peaks[t]:.1f} GFLOP/s on {t} thread(s)" for t in args.threads) + "\n",
         "- first touch of a fresh 32 MB output (allocate + fill): " + ", ".join(
