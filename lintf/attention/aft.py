@@ -10,6 +10,8 @@ so every exponent is <= 0 whatever the logits. ``forward`` runs it as a decayed 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import Tensor
 
@@ -17,6 +19,20 @@ from lintf.attention.base import Attention, State
 from lintf.ops.dtypes import accumulation_dtype
 from lintf.ops.decayed import decayed_cumsum
 from lintf.registry import register_attention
+
+
+class AFTState(NamedTuple):
+    """AFT's running sums after a prefix, per channel, relative to the running maximum.
+
+    Args:
+        numerator: (B, H, D) sum of exp(k_j - m) v_j.
+        denominator: (B, H, D) sum of exp(k_j - m).
+        maximum: (B, H, D) the running maximum m of the keys (-inf before any key).
+    """
+
+    numerator: Tensor
+    denominator: Tensor
+    maximum: Tensor
 
 
 @register_attention("aft")
@@ -64,7 +80,9 @@ class AFTSimpleAttention(Attention):
         return (weights * values).sum(2, keepdim=True) / torch.where(total > 0, total, 1.0)
 
     @staticmethod
-    def _causal_means(logits: Tensor, values: Tensor, visible: Tensor, state: State | None) -> tuple[Tensor, State]:
+    def _causal_means(
+        logits: Tensor, values: Tensor, visible: Tensor, state: AFTState | None
+    ) -> tuple[Tensor, AFTState]:
         """sum_{j<=i} exp(k_j) v_j / sum_{j<=i} exp(k_j) over visible keys (B, H, N, D), and the final state.
 
         The running-maximum recurrence, as a decayed prefix sum with log-decay m_{i-1} - m_i <= 0.
@@ -73,19 +91,19 @@ class AFTSimpleAttention(Attention):
         logits = logits.masked_fill(~visible, torch.finfo(logits.dtype).min / 4)  # below any real logit
         running = logits.cummax(2).values  # m_i: (B, H, N, D); the output does not depend on it
         if state is not None:
-            running = torch.maximum(running, state["maximum"].unsqueeze(2))
+            running = torch.maximum(running, state.maximum.unsqueeze(2))
         running = running.detach()
-        first = running[:, :, :1] if state is None else state["maximum"].unsqueeze(2)  # m_{-1}; m_0 without a state
+        first = running[:, :, :1] if state is None else state.maximum.unsqueeze(2)  # m_{-1}; m_0 without a state
         previous = torch.cat([first, running[:, :, :-1]], dim=2)  # m_{i-1}
         weights = torch.exp(logits - running) * visible  # (B, H, N, D), <= 1
         terms = torch.stack([weights * values, weights], dim=-1)  # (B, H, N, D, 2): numerator, denominator
         if state is not None:  # exp(m_{-1} - m_0) <= 1 (0 for an empty state's m_{-1} = -inf)
-            carried = torch.stack([state["numerator"], state["denominator"]], dim=-1)  # (B, H, D, 2)
+            carried = torch.stack([state.numerator, state.denominator], dim=-1)  # (B, H, D, 2)
             carried = carried * torch.exp(previous[:, :, 0] - running[:, :, 0]).unsqueeze(-1)
             terms = torch.cat([terms[:, :, :1] + carried.unsqueeze(2), terms[:, :, 1:]], dim=2)
         sums = decayed_cumsum(terms, (previous - running).unsqueeze(-1))  # (B, H, N, D, 2)
         numerator, denominator = sums.unbind(-1)
-        final = {"numerator": numerator[:, :, -1], "denominator": denominator[:, :, -1], "maximum": running[:, :, -1]}
+        final = AFTState(numerator[:, :, -1], denominator[:, :, -1], running[:, :, -1])
         # the denominator is >= 1 once a key is visible (the running maximum contributes exp(0))
         return numerator / torch.where(denominator > 0, denominator, 1.0), final
 
@@ -96,21 +114,21 @@ class AFTSimpleAttention(Attention):
         value_dim: int,
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float32,
-    ) -> State:
+    ) -> AFTState:
         if value_dim != self.head_dim:
             raise ValueError(f"aft: value_dim must equal head_dim {self.head_dim}, got {value_dim}")
         acc = accumulation_dtype(dtype)
         zeros = torch.zeros(batch_size, n_heads, self.head_dim, device=device, dtype=acc)
         # -inf: the first key becomes the maximum and exp(-inf - m) = 0 discards the empty sums
-        return {"numerator": zeros, "denominator": zeros, "maximum": torch.full_like(zeros, float("-inf"))}
+        return AFTState(zeros, zeros, torch.full_like(zeros, float("-inf")))
 
-    def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
-        acc = state["numerator"].dtype
+    def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: AFTState) -> tuple[Tensor, AFTState]:
+        acc = state.numerator.dtype
         with torch.autocast(q_t.device.type, enabled=False):
             key = k_t.to(acc)  # (B, H, D)
-            maximum = torch.maximum(state["maximum"], key).detach()
-            kept, weight = torch.exp(state["maximum"] - maximum), torch.exp(key - maximum)
-            numerator = kept * state["numerator"] + weight * v_t.to(acc)
-            denominator = kept * state["denominator"] + weight
+            maximum = torch.maximum(state.maximum, key).detach()
+            kept, weight = torch.exp(state.maximum - maximum), torch.exp(key - maximum)
+            numerator = kept * state.numerator + weight * v_t.to(acc)
+            denominator = kept * state.denominator + weight
             out = torch.sigmoid(q_t.to(acc)) * numerator / denominator
-        return out.to(v_t.dtype), {"numerator": numerator, "denominator": denominator, "maximum": maximum}
+        return out.to(v_t.dtype), AFTState(numerator, denominator, maximum)

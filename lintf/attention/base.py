@@ -19,8 +19,9 @@ Shapes (B batch, H heads, N queries, S keys, D query/key size, M value size):
   ``init_state`` gives for the call, raise a ValueError.
 * ``init_state(batch_size, n_heads, value_dim, device=..., dtype=...)`` -> the state of an empty prefix.
 * ``step(q_t, k_t, v_t, state)`` -> (out_t, new_state): q_t, k_t (B, H, D), v_t (B, H, M),
-  out_t (B, H, M); one position of ``forward(..., causal=True)``. The state is a dict of tensors
-  (plus an int ``length`` for caches); callers treat it as opaque and never mutate it.
+  out_t (B, H, M); one position of ``forward(..., causal=True)``. The state is the NamedTuple type
+  ``init_state`` returns (``lintf.attention.state``): the op's own state (``LinearAttentionState``),
+  a ``KVCache`` or a type of the attention's; callers treat it as opaque and never mutate it.
 * Class attributes declare the exceptions, and the contract tests adapt to them:
   ``supports_causal = False``: non-causal only (e.g. clustered attention); ``forward(causal=True)``,
   ``init_state`` and ``step`` raise a ValueError naming the attentions that are causal.
@@ -40,7 +41,8 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from lintf.attention.state import State, check_state
+from lintf.attention.state import State, check_state, check_state_type
+from lintf.ops.state import OP_STATES
 from lintf.registry import ATTENTIONS
 
 
@@ -70,7 +72,7 @@ class Attention(nn.Module):
     """False if a sequence split into pieces (``forward`` with ``state`` / ``return_state``) only
     approximates the unsplit forward (say why in the class docstring)."""
     cache_entries: ClassVar[tuple[str, ...]] = ()
-    """State entries that grow with time along dim 2 (KV caches) and hold ``state['length']`` positions."""
+    """State fields that grow with time along dim 2 (KV caches) and hold ``state.length`` positions."""
     supports_sequence_parallel: ClassVar[bool] = False
     """True if causal ``forward`` can run on one part of a sequence split across ranks (``use_sequence_parallel``)."""
 
@@ -235,7 +237,10 @@ class Attention(nn.Module):
             return
         batch, heads, _, value_dim = *q.shape[:3], v.shape[3]
         expected = self.init_state(batch, heads, value_dim, device="meta", dtype=q.dtype)
-        check_state(name, state, expected, q.device, self.cache_entries)
+        if isinstance(expected, OP_STATES):
+            check_state_type(name, state, expected)  # its fields are checked once, by the op that consumes it
+        else:
+            check_state(name, state, expected, q.device, self.cache_entries)
 
     def check_step_inputs(self, q_t: Tensor, k_t: Tensor, v_t: Tensor) -> None:
         """Raise ValueError unless q_t, k_t are (B, H, D) and v_t is (B, H, M)."""

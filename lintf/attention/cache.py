@@ -1,6 +1,6 @@
 """Append-only per-sequence caches for attentions whose decoding state grows with time.
 
-A cache state holds keys (B, H, capacity, D), values (B, H, capacity, M), padding flags
+A ``KVCache`` holds keys (B, H, capacity, D), values (B, H, capacity, M), padding flags
 (B, 1, capacity) and ``length``, the valid positions; ``step`` appends one position, a forward
 call with a state appends its own (``extend_cache``) and attends causally to all of them.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lintf.attention.state import State
+from lintf.attention.state import KVCache
 
 
 def records_graph(*tensors: Tensor) -> bool:
@@ -46,15 +46,21 @@ def cache_append(buffer: Tensor, item: Tensor, length: int, functional: bool) ->
     return buffer
 
 
-def append_position(state: State, k_t: Tensor, v_t: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """A cache state's keys (B, H, capacity, D), values (B, H, capacity, M) and padding (B, 1, capacity)
-    with one more (unpadded) position, ``k_t`` (B, H, D) and ``v_t`` (B, H, M), at ``state['length']``."""
-    length, dtype = state["length"], state["keys"].dtype
-    functional = records_graph(state["keys"], state["values"], k_t, v_t)
-    keys = cache_append(state["keys"], k_t.to(dtype), length, functional)
-    values = cache_append(state["values"], v_t.to(dtype), length, functional)
+def append_position(state: KVCache, k_t: Tensor, v_t: Tensor) -> KVCache:
+    """``state`` with one more (unpadded) position, ``k_t`` (B, H, D) and ``v_t`` (B, H, M), at ``state.length``."""
+    length, dtype = state.length, state.keys.dtype
+    functional = records_graph(state.keys, state.values, k_t, v_t)
+    keys = cache_append(state.keys, k_t.to(dtype), length, functional)  # (B, H, capacity, D)
+    values = cache_append(state.values, v_t.to(dtype), length, functional)  # (B, H, capacity, M)
     not_padded = torch.zeros(k_t.shape[0], 1, dtype=torch.bool, device=k_t.device)  # (B, 1)
-    return keys, values, cache_append(state["padding"], not_padded, length, functional)
+    return KVCache(keys, values, cache_append(state.padding, not_padded, length, functional), length + 1)
+
+
+def empty_kv_cache(batch_size: int, n_heads: int, head_dim: int, value_dim: int, device, dtype: torch.dtype) -> KVCache:
+    """A ``KVCache`` of no position, with room for a few."""
+    return KVCache(empty_cache(batch_size, n_heads, head_dim, device=device, dtype=dtype),
+                   empty_cache(batch_size, n_heads, value_dim, device=device, dtype=dtype),
+                   empty_padding_cache(batch_size, device), 0)
 
 
 def empty_cache(batch_size: int, n_heads: int, *entry_shape: int, device, dtype: torch.dtype) -> Tensor:
@@ -68,32 +74,33 @@ def empty_padding_cache(batch_size: int, device) -> Tensor:
 
 
 def extend_cache(
-    state: State | None, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, dtype: torch.dtype
-) -> tuple[Tensor, Tensor, Tensor, int]:
+    state: KVCache | None, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, dtype: torch.dtype
+) -> KVCache:
     """The cached keys, values and padding flags followed by a forward call's own.
 
     Args:
-        state: a cache state ({"keys", "values", "padding", "length"}), or None for an empty prefix.
+        state: a cache, or None for an empty prefix.
         k: (B, H, N, D) the call's keys.
         v: (B, H, N, M) the call's values.
         key_padding_mask: (B, N) bool, True for the call's padded keys; None: none is padded.
         dtype: the cache's dtype (that of ``state``).
 
     Returns:
-        keys (B, H, L+N, D), values (B, H, L+N, M), padding (B, 1, L+N) and L, the positions cached
-        before the call. Built by concatenation, so gradients reach the cached entries.
+        the cache of L+N positions: keys (B, H, L+N, D), values (B, H, L+N, M), padding (B, 1, L+N),
+        with L the positions cached before the call. Built by concatenation, so gradients reach the
+        cached entries.
     """
     padding = torch.zeros(k.shape[0], 1, k.shape[2], dtype=torch.bool, device=k.device)  # (B, 1, N)
     if key_padding_mask is not None:
         padding = key_padding_mask[:, None, :]
     keys, values = k.to(dtype), v.to(dtype)
     if state is None:
-        return keys, values, padding, 0
-    length = state["length"]
-    keys = torch.cat([state["keys"][:, :, :length], keys], dim=2)  # (B, H, L+N, D)
-    values = torch.cat([state["values"][:, :, :length], values], dim=2)  # (B, H, L+N, M)
-    padding = torch.cat([state["padding"][:, :, :length], padding], dim=2)  # (B, 1, L+N)
-    return keys, values, padding, length
+        return KVCache(keys, values, padding, k.shape[2])
+    length = state.length
+    keys = torch.cat([state.keys[:, :, :length], keys], dim=2)  # (B, H, L+N, D)
+    values = torch.cat([state.values[:, :, :length], values], dim=2)  # (B, H, L+N, M)
+    padding = torch.cat([state.padding[:, :, :length], padding], dim=2)  # (B, 1, L+N)
+    return KVCache(keys, values, padding, length + k.shape[2])
 
 
 def causal_visibility(padding: Tensor, n_queries: int) -> Tensor:

@@ -8,8 +8,8 @@ decays close to 1 at initialisation. The attention sees only q, k, v, so the gat
 learned projection (w, b) of the key, shared by the heads. With a non-negative phi the
 normaliser is the one of ``linear`` attention, decayed like the state. Padded keys are absent:
 they add nothing and do not decay the state. Non-causal: key j reaches query i through the gates
-between them in either direction (queries and keys share positions). The state is (S, z): S
-(B, H, C, M), z (B, H, C).
+between them in either direction (queries and keys share positions). The state is the op's
+``LinearAttentionState(kv=S (B, H, C, M), normaliser=z (B, H, C))``, validated by the op.
 """
 
 from __future__ import annotations
@@ -81,12 +81,10 @@ class GatedLinearAttention(Attention):
             if not causal:
                 out = decayed_linear_attention(phi_q, phi_k, v.to(acc), log_decay, causal=False, eps=self.eps)
                 return out.to(v.dtype), None
-            initial = None if state is None else LinearAttentionState(state["kv"], state["normaliser"])
             out, final = decayed_linear_attention(
-                phi_q, phi_k, v.to(acc), log_decay, eps=self.eps, initial_state=initial, return_state=True
-            )
-        new_state = {"kv": final.kv, "normaliser": final.normaliser}  # (B, H, C, M), (B, H, C)
-        return out.to(v.dtype), new_state if return_state else None
+                phi_q, phi_k, v.to(acc), log_decay, eps=self.eps, initial_state=state, return_state=True
+            )  # (B, H, N, M), LinearAttentionState((B, H, C, M), (B, H, C))
+        return out.to(v.dtype), final if return_state else None
 
     def init_state(
         self,
@@ -98,14 +96,16 @@ class GatedLinearAttention(Attention):
     ) -> State:
         return empty_linear_state(batch_size, n_heads, self.feature_map.out_dim, value_dim, device, dtype)
 
-    def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
-        acc = state["kv"].dtype
+    def attend_step(
+        self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: LinearAttentionState
+    ) -> tuple[Tensor, LinearAttentionState]:
+        acc = state.kv.dtype
         with torch.autocast(q_t.device.type, enabled=False):
             phi_q = self.feature_map.forward_queries(q_t.to(acc)).to(acc)  # (B, H, C)
             phi_k = self.feature_map.forward_keys(k_t.to(acc)).to(acc)  # (B, H, C)
             decay = self.log_decay(k_t.to(acc)).exp().unsqueeze(-1)  # (B, H, 1)
-            kv = decay.unsqueeze(-1) * state["kv"] + phi_k.unsqueeze(-1) * v_t.to(acc).unsqueeze(-2)  # (B, H, C, M)
-            normaliser = decay * state["normaliser"] + phi_k  # (B, H, C)
+            kv = decay.unsqueeze(-1) * state.kv + phi_k.unsqueeze(-1) * v_t.to(acc).unsqueeze(-2)  # (B, H, C, M)
+            normaliser = decay * state.normaliser + phi_k  # (B, H, C)
             numerator = (phi_q.unsqueeze(-1) * kv).sum(-2)  # (B, H, M)
             denominator = (phi_q * normaliser).sum(-1, keepdim=True)  # (B, H, 1)
-        return (numerator / (denominator + self.eps)).to(v_t.dtype), {"kv": kv, "normaliser": normaliser}
+        return (numerator / (denominator + self.eps)).to(v_t.dtype), LinearAttentionState(kv, normaliser)

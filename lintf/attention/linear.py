@@ -17,19 +17,20 @@ from lintf.attention.arguments import non_negative
 from lintf.attention.base import Attention, State
 from lintf.ops import LinearAttentionState, causal_linear_attention
 from lintf.ops.dtypes import accumulation_dtype
+from lintf.ops.state import check_state
 from lintf.ops.sequence_parallel import incoming_state
 from lintf.registry import build_feature_map, register_attention
 
 
 def empty_linear_state(
     batch_size: int, n_heads: int, features: int, value_dim: int, device: torch.device | str | None, dtype: torch.dtype
-) -> State:
+) -> LinearAttentionState:
     """The state of an empty prefix: S = 0 (B, H, C, M) and z = 0 (B, H, C), in the accumulation dtype of ``dtype``."""
     acc = accumulation_dtype(dtype)
-    return {
-        "kv": torch.zeros(batch_size, n_heads, features, value_dim, device=device, dtype=acc),  # S
-        "normaliser": torch.zeros(batch_size, n_heads, features, device=device, dtype=acc),  # z
-    }
+    return LinearAttentionState(
+        torch.zeros(batch_size, n_heads, features, value_dim, device=device, dtype=acc),  # S
+        torch.zeros(batch_size, n_heads, features, device=device, dtype=acc),  # z
+    )
 
 
 @register_attention("linear")
@@ -37,8 +38,8 @@ class LinearAttention(Attention):
     """Kernelised attention with a registered feature map phi.
 
     State and normaliser accumulate in fp32 (fp64 for fp64 inputs); outputs come back in the
-    dtype of v. The state is {"kv": S (B, H, C, M), "normaliser": z (B, H, C)} over the features
-    C of phi. Random features are redrawn (in training, by ``maybe_redraw``) only where a sequence
+    dtype of v. The state is the op's ``LinearAttentionState(kv=S (B, H, C, M), normaliser=z (B, H, C))``
+    over the features C of phi, validated by the op. Random features are redrawn (in training, by ``maybe_redraw``) only where a sequence
     starts, never in a continuation, which must use the features its state was built with.
 
     Args:
@@ -83,21 +84,21 @@ class LinearAttention(Attention):
         return (numerator / (denominator + self.eps)).to(v.dtype), None
 
     def _causal(
-        self, phi_q: Tensor, phi_k: Tensor, v: Tensor, state: State | None, return_state: bool
-    ) -> tuple[Tensor, State | None]:
+        self, phi_q: Tensor, phi_k: Tensor, v: Tensor, state: LinearAttentionState | None, return_state: bool
+    ) -> tuple[Tensor, LinearAttentionState | None]:
         """The causal product from ``state`` (None: an empty prefix), and the state after it if asked.
 
         Under sequence parallelism the earlier ranks' positions join the prefix: their summed state
         (``lintf.ops.sequence_parallel``) is added to ``state``.
         """
-        initial = None if state is None else LinearAttentionState(state["kv"], state["normaliser"])
         if self.sequence_parallel_group is not None:
             earlier = incoming_state(phi_k, v, self.sequence_parallel_group)
-            initial = earlier if initial is None else LinearAttentionState(*(a + b for a, b in zip(initial, earlier)))
+            # a given state is checked (as the op would) before the earlier ranks' is added to it
+            state = earlier if state is None else LinearAttentionState(
+                *(a + b for a, b in zip(check_state(state, phi_q, v), earlier)))
         if not return_state:
-            return causal_linear_attention(phi_q, phi_k, v, self.eps, initial_state=initial), None
-        out, final = causal_linear_attention(phi_q, phi_k, v, self.eps, initial_state=initial, return_state=True)
-        return out, {"kv": final.kv, "normaliser": final.normaliser}
+            return causal_linear_attention(phi_q, phi_k, v, self.eps, initial_state=state), None
+        return causal_linear_attention(phi_q, phi_k, v, self.eps, initial_state=state, return_state=True)
 
     def init_state(
         self,
@@ -113,8 +114,10 @@ class LinearAttention(Attention):
         with torch.autocast(v_t.device.type, enabled=False):  # the state stays fp32 under autocast
             return self._advance(q_t, k_t, v_t, state)
 
-    def _advance(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
-        kv, normaliser = state["kv"], state["normaliser"]
+    def _advance(
+        self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: LinearAttentionState
+    ) -> tuple[Tensor, LinearAttentionState]:
+        kv, normaliser = state
         phi_q = self.feature_map.forward_queries(q_t).to(kv.dtype)  # (B, H, C)
         phi_k = self.feature_map.forward_keys(k_t).to(kv.dtype)  # (B, H, C)
         kv = torch.addcmul(kv, phi_k.unsqueeze(-1), v_t.to(kv.dtype).unsqueeze(-2))  # (B, H, C, M), one pass
@@ -122,4 +125,4 @@ class LinearAttention(Attention):
         numerator = torch.einsum("bhc,bhcm->bhm", phi_q, kv)  # (B, H, M)
         denominator = (phi_q * normaliser).sum(-1, keepdim=True)  # (B, H, 1)
         out = numerator / (denominator + self.eps)
-        return out.to(v_t.dtype), {"kv": kv, "normaliser": normaliser}
+        return out.to(v_t.dtype), LinearAttentionState(kv, normaliser)

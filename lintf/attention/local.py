@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +21,20 @@ def band(window: int, causal: bool, device: torch.device) -> Tensor:
     if causal:
         return (offset <= 0) & (offset > -window)  # keys i - w + 1 .. i
     return offset.abs() < window  # keys i - w + 1 .. i + w - 1
+
+
+class LocalWindow(NamedTuple):
+    """The last ``window`` keys and values of a sequence, oldest first.
+
+    Args:
+        keys: (B, H, w, D).
+        values: (B, H, w, M).
+        padding: (B, 1, w) bool, True for a padded key or a slot before the sequence's start.
+    """
+
+    keys: Tensor
+    values: Tensor
+    padding: Tensor
 
 
 @register_attention("local")
@@ -61,12 +76,12 @@ class LocalAttention(Attention):
                 return self.banded(q, k, values, padding, causal).to(v.dtype), None
             w = self.window
             window = state if state is not None else self.init_state(batch, heads, v.shape[3], q.device, v.dtype)
-            keys = torch.cat([window["keys"], k], dim=2)  # (B, H, w+N, D)
-            values = torch.cat([window["values"], values], dim=2)  # (B, H, w+N, M)
-            padding = torch.cat([window["padding"][:, 0], padding], dim=1)  # (B, w+N)
+            keys = torch.cat([window.keys, k], dim=2)  # (B, H, w+N, D)
+            values = torch.cat([window.values, values], dim=2)  # (B, H, w+N, M)
+            padding = torch.cat([window.padding[:, 0], padding], dim=1)  # (B, w+N)
             # w placeholder queries in front put query i at position w + i, after the w window slots
             out = self.banded(F.pad(q, (0, 0, w, 0)), keys, values, padding, causal=True)[:, :, w:]
-        new_state = {"keys": keys[:, :, -w:], "values": values[:, :, -w:], "padding": padding[:, None, -w:]}
+        new_state = LocalWindow(keys[:, :, -w:], values[:, :, -w:], padding[:, None, -w:])
         return out.to(v.dtype), new_state if return_state else None
 
     def banded(self, q: Tensor, k: Tensor, v: Tensor, padding: Tensor, causal: bool) -> Tensor:
@@ -103,22 +118,22 @@ class LocalAttention(Attention):
         value_dim: int,
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float32,
-    ) -> State:
+    ) -> LocalWindow:
         acc = accumulation_dtype(dtype)
-        return {
-            "keys": torch.zeros(batch_size, n_heads, self.window, self.head_dim, device=device, dtype=acc),
-            "values": torch.zeros(batch_size, n_heads, self.window, value_dim, device=device, dtype=acc),
-            "padding": torch.ones(batch_size, 1, self.window, dtype=torch.bool, device=device),  # no key yet
-        }
+        return LocalWindow(
+            torch.zeros(batch_size, n_heads, self.window, self.head_dim, device=device, dtype=acc),
+            torch.zeros(batch_size, n_heads, self.window, value_dim, device=device, dtype=acc),
+            torch.ones(batch_size, 1, self.window, dtype=torch.bool, device=device),  # no key yet
+        )
 
-    def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
-        acc = state["keys"].dtype
+    def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: LocalWindow) -> tuple[Tensor, LocalWindow]:
+        acc = state.keys.dtype
         with torch.autocast(q_t.device.type, enabled=False):
             # oldest first: drop the oldest slot, append the newest
-            keys = torch.cat([state["keys"][:, :, 1:], k_t.to(acc).unsqueeze(2)], dim=2)  # (B, H, w, D)
-            values = torch.cat([state["values"][:, :, 1:], v_t.to(acc).unsqueeze(2)], dim=2)  # (B, H, w, M)
+            keys = torch.cat([state.keys[:, :, 1:], k_t.to(acc).unsqueeze(2)], dim=2)  # (B, H, w, D)
+            values = torch.cat([state.values[:, :, 1:], v_t.to(acc).unsqueeze(2)], dim=2)  # (B, H, w, M)
             newest = torch.zeros(k_t.shape[0], 1, 1, dtype=torch.bool, device=k_t.device)
-            padding = torch.cat([state["padding"][:, :, 1:], newest], dim=2)  # (B, 1, w)
+            padding = torch.cat([state.padding[:, :, 1:], newest], dim=2)  # (B, 1, w)
             logits = (keys @ q_t.to(acc).unsqueeze(-1)).squeeze(-1) * self.scale  # (B, H, w)
             out = (masked_softmax(logits, ~padding).unsqueeze(-2) @ values).squeeze(-2)  # (B, H, M)
-        return out.to(v_t.dtype), {"keys": keys, "values": values, "padding": padding}
+        return out.to(v_t.dtype), LocalWindow(keys, values, padding)

@@ -16,6 +16,8 @@ forward of the whole sequence would, and returns the outputs of its own.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -46,6 +48,24 @@ def combine_rounds(outputs: Tensor, lse: Tensor, round_dim: int) -> Tensor:
 def look_one_back(x: Tensor) -> Tensor:
     """(..., nc, L, F) -> (..., nc, 2L, F): each chunk followed by its predecessor (wrapping)."""
     return torch.cat([x, x.roll(1, dims=-3)], dim=-2)
+
+
+class LSHCache(NamedTuple):
+    """Reformer's state: every past position's normalised key, value and buckets, and the rotations.
+
+    Args:
+        keys: (B, H, capacity, D) unit-normalised queries of past positions (they are the keys).
+        values: (B, H, capacity, M).
+        buckets: (B, H, capacity, R) long, the bucket of each position in each round.
+        rotations: (D, R, n_buckets/2) the random rotations the buckets were hashed with.
+        length: the positions cached.
+    """
+
+    keys: Tensor
+    values: Tensor
+    buckets: Tensor
+    rotations: Tensor
+    length: int
 
 
 @register_attention("reformer")
@@ -95,7 +115,7 @@ class ReformerAttention(Attention):
         return_state: bool,
     ) -> tuple[Tensor, State | None]:
         acc = accumulation_dtype(v.dtype)
-        rotations = self.draw_rotations(q.device) if state is None else state["rotations"]
+        rotations = self.draw_rotations(q.device) if state is None else state.rotations
         queries, values = q.to(acc), v.to(acc)  # (B, H, N, D|M)
         keys = F.normalize(queries, dim=-1)
         buckets = hash_buckets(keys, rotations, self.n_buckets)  # (B, H, N, R)
@@ -103,14 +123,14 @@ class ReformerAttention(Attention):
             buckets = buckets.masked_fill(key_padding_mask[:, None, :, None], self.n_buckets)
         length = 0
         if state is not None:  # the cached positions come first; their outputs are not needed
-            length = state["length"]
+            length = state.length
             queries = F.pad(queries, (0, 0, length, 0))  # (B, H, L+N, D)
-            keys = torch.cat([state["keys"][:, :, :length], keys], dim=2)  # (B, H, L+N, D)
-            values = torch.cat([state["values"][:, :, :length], values], dim=2)  # (B, H, L+N, M)
-            buckets = torch.cat([state["buckets"][:, :, :length], buckets], dim=2)  # (B, H, L+N, R)
+            keys = torch.cat([state.keys[:, :, :length], keys], dim=2)  # (B, H, L+N, D)
+            values = torch.cat([state.values[:, :, :length], values], dim=2)  # (B, H, L+N, M)
+            buckets = torch.cat([state.buckets[:, :, :length], buckets], dim=2)  # (B, H, L+N, R)
         out = self._attend_chunked(queries, keys, values, buckets, causal)[:, :, length:]
-        cache = {"keys": keys, "values": values, "buckets": buckets, "rotations": rotations}
-        return out.to(v.dtype), {**cache, "length": keys.shape[2]} if return_state else None
+        cache = LSHCache(keys, values, buckets, rotations, keys.shape[2])
+        return out.to(v.dtype), cache if return_state else None
 
     def _attend_chunked(self, queries: Tensor, keys: Tensor, values: Tensor, buckets: Tensor, causal: bool) -> Tensor:
         """LSH attention of queries (B, H, T, D) to keys and values by buckets (B, H, T, R): (B, H, T, M).
@@ -180,24 +200,24 @@ class ReformerAttention(Attention):
         value_dim: int,
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float32,
-    ) -> State:
-        return {
-            "keys": empty_cache(batch_size, n_heads, self.head_dim, device=device, dtype=accumulation_dtype(dtype)),
-            "values": empty_cache(batch_size, n_heads, value_dim, device=device, dtype=accumulation_dtype(dtype)),
-            "buckets": empty_cache(batch_size, n_heads, self.n_hashes, device=device, dtype=torch.long),
-            "rotations": self.draw_rotations(torch.device(device) if device is not None else torch.device("cpu")),
-            "length": 0,
-        }
+    ) -> LSHCache:
+        return LSHCache(
+            empty_cache(batch_size, n_heads, self.head_dim, device=device, dtype=accumulation_dtype(dtype)),
+            empty_cache(batch_size, n_heads, value_dim, device=device, dtype=accumulation_dtype(dtype)),
+            empty_cache(batch_size, n_heads, self.n_hashes, device=device, dtype=torch.long),
+            self.draw_rotations(torch.device(device) if device is not None else torch.device("cpu")),
+            0,
+        )
 
-    def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
-        length = state["length"]
-        query = q_t.to(state["keys"].dtype)
+    def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: LSHCache) -> tuple[Tensor, LSHCache]:
+        length = state.length
+        query = q_t.to(state.keys.dtype)
         key = F.normalize(query, dim=-1)  # (B, H, D)
-        bucket = hash_buckets(key, state["rotations"], self.n_buckets)  # (B, H, R)
-        functional = records_graph(state["keys"], state["values"], key, v_t)
-        keys = cache_append(state["keys"], key, length, functional)
-        values = cache_append(state["values"], v_t.to(query.dtype), length, functional)
-        buckets = cache_append(state["buckets"], bucket, length, functional)
+        bucket = hash_buckets(key, state.rotations, self.n_buckets)  # (B, H, R)
+        functional = records_graph(state.keys, state.values, key, v_t)
+        keys = cache_append(state.keys, key, length, functional)
+        values = cache_append(state.values, v_t.to(query.dtype), length, functional)
+        buckets = cache_append(state.buckets, bucket, length, functional)
         past_keys, past_values = keys[:, :, : length + 1], values[:, :, : length + 1]  # (B, H, t, D|M)
         logits = (past_keys @ query.unsqueeze(-1)).squeeze(-1) * self.scale  # (B, H, t)
         logits = logits.unsqueeze(2).expand(-1, -1, self.n_hashes, -1)  # (B, H, R, t)
@@ -208,5 +228,4 @@ class ReformerAttention(Attention):
         lse = logits.logsumexp(-1, keepdim=True)  # (B, H, R, 1)
         outputs = torch.einsum("bhrt,bhtm->bhrm", torch.exp(logits - lse), past_values)  # (B, H, R, M)
         out = combine_rounds(outputs, lse, round_dim=2)
-        new_state = {"keys": keys, "values": values, "buckets": buckets, "rotations": state["rotations"]}
-        return out.to(v_t.dtype), {**new_state, "length": length + 1}
+        return out.to(v_t.dtype), LSHCache(keys, values, buckets, state.rotations, length + 1)

@@ -9,7 +9,7 @@ data-independent part of RetNet's scaling: the decay mask divided by the square 
 sum r_i = sum_{j<=i} gamma^{i-j}, so a sum of r_i decayed terms keeps the scale of one term for
 every gamma (RetNet's second, data-dependent rescaling by sum |q.k| has no recurrent form). Padded
 keys are absent: they add nothing, do not decay the state and do not count in r_i. The state
-is S (B, H, C, M) and r (B, H, 1).
+is ``RetentionState(kv=S (B, H, C, M), mass=r (B, H, 1))``.
 
 Non-causal: the decay is gamma^|i - j| in both directions (queries and keys share positions).
 """
@@ -17,7 +17,7 @@ Non-causal: the decay is gamma^|i - j| in both directions (queries and keys shar
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -26,6 +26,18 @@ from lintf.attention.base import Attention, State
 from lintf.ops.dtypes import accumulation_dtype
 from lintf.ops.decayed import bidirectional_decayed_dot_product, decayed_dot_product
 from lintf.registry import build_feature_map, register_attention
+
+
+class RetentionState(NamedTuple):
+    """Retention's state after a prefix.
+
+    Args:
+        kv: (B, H, C, M) the decayed sum S of k_j v_j^T.
+        mass: (B, H, 1) the decayed count r of the positions seen.
+    """
+
+    kv: Tensor
+    mass: Tensor
 
 
 @register_attention("retention")
@@ -98,14 +110,14 @@ class RetentionAttention(Attention):
             ones = torch.ones_like(phi_q[..., :1])  # (B, H, N, 1)
             present = present.expand(-1, heads, -1, -1)  # (B, H, N, 1)
             if causal:
-                kv, mass = (None, None) if state is None else (state["kv"], state["mass"].unsqueeze(-1))
+                kv, mass = (None, None) if state is None else (state.kv, state.mass.unsqueeze(-1))
                 numerator, kv = decayed_dot_product(
                     phi_q, phi_k, v.to(acc), log_decay, initial_state=kv, return_state=True
                 )  # (B, H, N, M), (B, H, C, M)
                 mass, final_mass = decayed_dot_product(
                     ones, present, ones, log_decay, initial_state=mass, return_state=True
                 )  # r_i: (B, H, N, 1), (B, H, 1, 1)
-                new_state = {"kv": kv, "mass": final_mass.squeeze(-1)}  # (B, H, C, M), (B, H, 1)
+                new_state = RetentionState(kv, final_mass.squeeze(-1))  # (B, H, C, M), (B, H, 1)
             else:
                 numerator = bidirectional_decayed_dot_product(phi_q, phi_k, v.to(acc), log_decay)  # (B, H, N, M)
                 mass = bidirectional_decayed_dot_product(ones, present, ones, log_decay)  # r_i: (B, H, N, 1)
@@ -120,20 +132,20 @@ class RetentionAttention(Attention):
         value_dim: int,
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float32,
-    ) -> State:
+    ) -> RetentionState:
         acc = accumulation_dtype(dtype)
         features = self.head_dim if self.feature_map is None else self.feature_map.out_dim
-        return {
-            "kv": torch.zeros(batch_size, n_heads, features, value_dim, device=device, dtype=acc),  # S
-            "mass": torch.zeros(batch_size, n_heads, 1, device=device, dtype=acc),  # r
-        }
+        return RetentionState(
+            torch.zeros(batch_size, n_heads, features, value_dim, device=device, dtype=acc),  # S
+            torch.zeros(batch_size, n_heads, 1, device=device, dtype=acc),  # r
+        )
 
-    def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
-        acc = state["kv"].dtype
+    def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: RetentionState) -> tuple[Tensor, RetentionState]:
+        acc = state.kv.dtype
         with torch.autocast(q_t.device.type, enabled=False):
             phi_q, phi_k = (t.to(acc) for t in self.features(q_t.to(acc), k_t.to(acc)))  # (B, H, C)
             gamma = self.log_gammas(q_t.shape[1], q_t.device, acc).exp()[:, None]  # (H, 1)
-            kv = gamma[..., None] * state["kv"] + phi_k.unsqueeze(-1) * v_t.to(acc).unsqueeze(-2)  # (B, H, C, M)
-            mass = gamma * state["mass"] + 1.0  # (B, H, 1)
+            kv = gamma[..., None] * state.kv + phi_k.unsqueeze(-1) * v_t.to(acc).unsqueeze(-2)  # (B, H, C, M)
+            mass = gamma * state.mass + 1.0  # (B, H, 1)
             out = (phi_q.unsqueeze(-1) * kv).sum(-2) / mass.sqrt()  # (B, H, M)
-        return out.to(v_t.dtype), {"kv": kv, "mass": mass}
+        return out.to(v_t.dtype), RetentionState(kv, mass)

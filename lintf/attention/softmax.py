@@ -7,14 +7,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lintf.attention.base import Attention, State
-from lintf.attention.cache import (
-    append_position,
-    causal_visibility,
-    empty_cache,
-    empty_padding_cache,
-    extend_cache,
-)
+from lintf.attention.cache import append_position, causal_visibility, empty_kv_cache, extend_cache
 from lintf.attention.masking import visible_keys
+from lintf.attention.state import KVCache
 from lintf.registry import register_attention
 
 
@@ -50,10 +45,9 @@ class SoftmaxAttention(Attention):
                 return out, None
             visible = visible_keys(key_padding_mask, causal, q.shape[2], k.shape[2], q.device)  # (B, 1, N, S)
             return self._attend_visible(q, k, v, visible), None
-        dtype = q.dtype if state is None else state["keys"].dtype
-        keys, values, padding, length = extend_cache(state, k, v, key_padding_mask, dtype)  # (B, H, L+N, D|M)
-        out = self._attend_visible(q, keys, values, causal_visibility(padding, q.shape[2]))
-        cache = {"keys": keys, "values": values, "padding": padding, "length": length + q.shape[2]}
+        dtype = q.dtype if state is None else state.keys.dtype
+        cache = extend_cache(state, k, v, key_padding_mask, dtype)  # (B, H, L+N, D|M)
+        out = self._attend_visible(q, cache.keys, cache.values, causal_visibility(cache.padding, q.shape[2]))
         return out, cache if return_state else None
 
     def _attend_visible(self, q: Tensor, k: Tensor, v: Tensor, visible: Tensor) -> Tensor:
@@ -73,19 +67,14 @@ class SoftmaxAttention(Attention):
         value_dim: int,
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float32,
-    ) -> State:
-        return {
-            "keys": empty_cache(batch_size, n_heads, self.head_dim, device=device, dtype=dtype),
-            "values": empty_cache(batch_size, n_heads, value_dim, device=device, dtype=dtype),
-            "padding": empty_padding_cache(batch_size, device),
-            "length": 0,
-        }
+    ) -> KVCache:
+        return empty_kv_cache(batch_size, n_heads, self.head_dim, value_dim, device=device, dtype=dtype)
 
-    def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
-        length = state["length"]
-        keys, values, padding = append_position(state, k_t, v_t)  # (B, H|1, capacity, D|M|-)
-        visible = ~padding[:, :, None, : length + 1]  # (B, 1, 1, t): padded keys of earlier forward calls stay hidden
+    def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: KVCache) -> tuple[Tensor, KVCache]:
+        cache = append_position(state, k_t, v_t)  # (B, H|1, capacity, D|M|-)
+        t = cache.length
+        visible = ~cache.padding[:, :, None, :t]  # (B, 1, 1, t): padded keys of earlier forward calls stay hidden
         out = F.scaled_dot_product_attention(
-            q_t.unsqueeze(2), keys[:, :, : length + 1], values[:, :, : length + 1], attn_mask=visible, scale=self.scale
+            q_t.unsqueeze(2), cache.keys[:, :, :t], cache.values[:, :, :t], attn_mask=visible, scale=self.scale
         )  # (B, H, 1, M)
-        return out.squeeze(2), {"keys": keys, "values": values, "padding": padding, "length": length + 1}
+        return out.squeeze(2), cache

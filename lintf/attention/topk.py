@@ -6,14 +6,9 @@ import torch
 from torch import Tensor
 
 from lintf.attention.base import Attention, State
-from lintf.attention.cache import (
-    append_position,
-    causal_visibility,
-    empty_cache,
-    empty_padding_cache,
-    extend_cache,
-)
+from lintf.attention.cache import append_position, causal_visibility, empty_kv_cache, extend_cache
 from lintf.attention.masking import masked_softmax, visible_keys
+from lintf.attention.state import KVCache
 from lintf.ops.dtypes import accumulation_dtype
 from lintf.registry import register_attention
 
@@ -58,9 +53,9 @@ class TopKAttention(Attention):
         cache = None
         with torch.autocast(q.device.type, enabled=False):  # keep the selection in fp32 under autocast
             if causal:  # the cached keys (none without a state), then the call's own
-                keys, values, padding, length = extend_cache(state, k, v, key_padding_mask, acc)  # (B, H, L+N, D|M)
-                visible = causal_visibility(padding, q.shape[2])  # (B, 1, N, L+N)
-                cache = {"keys": keys, "values": values, "padding": padding, "length": length + q.shape[2]}
+                cache = extend_cache(state, k, v, key_padding_mask, acc)  # (B, H, L+N, D|M)
+                keys, values = cache.keys, cache.values
+                visible = causal_visibility(cache.padding, q.shape[2])  # (B, 1, N, L+N)
             else:
                 keys, values = k.to(acc), v.to(acc)
                 visible = visible_keys(key_padding_mask, False, q.shape[2], k.shape[2], q.device)  # (B, 1, 1, S)
@@ -77,21 +72,17 @@ class TopKAttention(Attention):
         value_dim: int,
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float32,
-    ) -> State:
-        acc = accumulation_dtype(dtype)
-        return {
-            "keys": empty_cache(batch_size, n_heads, self.head_dim, device=device, dtype=acc),
-            "values": empty_cache(batch_size, n_heads, value_dim, device=device, dtype=acc),
-            "padding": empty_padding_cache(batch_size, device),
-            "length": 0,
-        }
+    ) -> KVCache:
+        return empty_kv_cache(batch_size, n_heads, self.head_dim, value_dim, device=device,
+                              dtype=accumulation_dtype(dtype))
 
-    def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
-        length, acc = state["length"], state["keys"].dtype
+    def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: KVCache) -> tuple[Tensor, KVCache]:
+        acc = state.keys.dtype
         with torch.autocast(q_t.device.type, enabled=False):
-            keys, values, padding = append_position(state, k_t, v_t)  # (B, H|1, capacity, D|M|-)
-            past_keys, past_values = keys[:, :, : length + 1], values[:, :, : length + 1]  # (B, H, t, D|M)
+            cache = append_position(state, k_t, v_t)  # (B, H|1, capacity, D|M|-)
+            t = cache.length
+            past_keys, past_values = cache.keys[:, :, :t], cache.values[:, :, :t]  # (B, H, t, D|M)
             logits = (past_keys @ q_t.to(acc).unsqueeze(-1)).squeeze(-1) * self.scale  # (B, H, t)
-            logits = logits.masked_fill(padding[:, :, : length + 1], float("-inf"))  # (B, 1, t): padded keys hidden
+            logits = logits.masked_fill(cache.padding[:, :, :t], float("-inf"))  # (B, 1, t): padded keys hidden
             out = (self.top_weights(logits).unsqueeze(-2) @ past_values).squeeze(-2)  # (B, H, M)
-        return out.to(v_t.dtype), {"keys": keys, "values": values, "padding": padding, "length": length + 1}
+        return out.to(v_t.dtype), cache

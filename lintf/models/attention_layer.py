@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor, nn
 
@@ -36,24 +34,26 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self, x: Tensor, causal: bool, key_padding_mask: Tensor | None = None, state: State | None = None,
         return_state: bool = False,
-    ) -> Tensor | tuple[Tensor, State]:
-        """x (B, N, d_model) -> (B, N, d_model); with ``return_state`` also the attention's state after x.
+    ) -> tuple[Tensor, State | None]:
+        """x (B, N, d_model) -> (out (B, N, d_model), the attention's state after x, or None without ``return_state``).
 
         ``state`` (causal only) continues a sequence whose earlier positions left it (from ``forward``
-        with ``return_state`` or from ``step``).
+        with ``return_state`` or from ``step``); it is the attention's own and passes through unchanged.
         """
         q, k, v = (self._split_heads(proj(x)) for proj in (self.query, self.key, self.value))
-        kwargs = {"state": state, "return_state": True} if state is not None or return_state else {}
-        result = self.attention(q, k, v, causal=causal, key_padding_mask=key_padding_mask, **kwargs)
-        attended, new_state = result if kwargs else (result, None)  # (B, H, N, D)
+        if state is None and not return_state:
+            attended, new_state = self.attention(q, k, v, causal=causal, key_padding_mask=key_padding_mask), None
+        else:
+            attended, new_state = self.attention(q, k, v, causal=causal, key_padding_mask=key_padding_mask,
+                                                 state=state, return_state=True)  # (B, H, N, D)
         batch, _, length, _ = attended.shape
         out = self.out(attended.transpose(1, 2).reshape(batch, length, -1))  # (B, N, d_model)
-        return (out, new_state) if return_state else out
+        return out, new_state if return_state else None
 
     def init_state(self, batch_size: int, device: torch.device | str | None, dtype: torch.dtype) -> State:
         return self.attention.init_state(batch_size, self.n_heads, self.head_dim, device=device, dtype=dtype)
 
-    def step(self, x_t: Tensor, state: dict[str, Any]) -> tuple[Tensor, State]:
+    def step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]:
         """x_t (B, d_model) -> (B, d_model), advancing the attention's state by one position."""
         batch = x_t.shape[0]
         q_t, k_t, v_t = (proj(x_t).view(batch, self.n_heads, self.head_dim) for proj in (self.query, self.key, self.value))

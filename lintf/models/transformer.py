@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
@@ -72,37 +73,31 @@ class TransformerLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norm = norm
 
-    def _residual(self, x: Tensor, branch, norm: nn.LayerNorm) -> Tensor:
+    def _branch_input(self, x: Tensor, norm: nn.LayerNorm) -> Tensor:
+        return norm(x) if self.norm == "pre" else x
+
+    def _merge(self, x: Tensor, branch_out: Tensor, norm: nn.LayerNorm) -> Tensor:
+        """The residual sum of a branch: x + branch before the norm ("pre"), normalised after ("post")."""
         if self.norm == "pre":
-            return x + self.dropout(branch(norm(x)))
-        return norm(x + self.dropout(branch(x)))
+            return x + self.dropout(branch_out)
+        return norm(x + self.dropout(branch_out))
+
+    def _feed_forward_block(self, x: Tensor) -> Tensor:
+        return self._merge(x, self.feed_forward(self._branch_input(x, self.feed_forward_norm)), self.feed_forward_norm)
 
     def forward(
         self, x: Tensor, causal: bool, key_padding_mask: Tensor | None = None, state: State | None = None,
         return_state: bool = False,
-    ) -> Tensor | tuple[Tensor, State]:
-        """x (B, N, d_model) -> (B, N, d_model); with ``return_state`` also the attention's state after x."""
-        carried = {}
-
-        def attend(h: Tensor) -> Tensor:
-            if state is None and not return_state:
-                return self.attention(h, causal, key_padding_mask)
-            out, carried["state"] = self.attention(h, causal, key_padding_mask, state=state, return_state=True)
-            return out
-
-        x = self._residual(x, attend, self.attention_norm)
-        x = self._residual(x, self.feed_forward, self.feed_forward_norm)
-        return (x, carried["state"]) if return_state else x
+    ) -> tuple[Tensor, State | None]:
+        """x (B, N, d_model) -> (B, N, d_model) and the attention's state after x (None without ``return_state``)."""
+        attended, state = self.attention(self._branch_input(x, self.attention_norm), causal, key_padding_mask, state,
+                                         return_state)
+        return self._feed_forward_block(self._merge(x, attended, self.attention_norm)), state
 
     def step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]:
         """x_t (B, d_model) -> (B, d_model) for the next position; state is the attention's."""
-        if self.norm == "pre":
-            attended, state = self.attention.step(self.attention_norm(x_t), state)
-            x_t = x_t + self.dropout(attended)
-        else:
-            attended, state = self.attention.step(x_t, state)
-            x_t = self.attention_norm(x_t + self.dropout(attended))
-        return self._residual(x_t, self.feed_forward, self.feed_forward_norm), state
+        attended, state = self.attention.step(self._branch_input(x_t, self.attention_norm), state)
+        return self._feed_forward_block(self._merge(x_t, attended, self.attention_norm)), state
 
 
 class TransformerEncoder(nn.Module):
@@ -139,32 +134,31 @@ class TransformerEncoder(nn.Module):
 
     def forward(
         self, x: Tensor, causal: bool = True, key_padding_mask: Tensor | None = None,
-        state: list[State] | None = None, return_state: bool = False,
-    ) -> Tensor | tuple[Tensor, list[State]]:
+        state: Sequence[State] | None = None, return_state: bool = False,
+    ) -> Tensor | tuple[Tensor, tuple[State, ...]]:
         """x (B, N, d_model) -> (B, N, d_model). key_padding_mask (B, N) bool, True = padding.
 
         Args:
             x: (B, N, d_model) inputs.
             causal: position i attends to positions <= i only.
             key_padding_mask: (B, N) bool, True marks padding.
-            state: per-layer states of earlier positions (from ``forward(..., return_state=True)``,
+            state: the per-layer states of earlier positions (from ``forward(..., return_state=True)``,
                 ``prefill`` or ``step``); causal only. None starts from an empty prefix.
-            return_state: also return the per-layer states after the last position, which ``step``
-                (or another ``forward``) continues.
+            return_state: also return the per-layer states after the last position (a tuple, one
+                attention state per layer), which ``step`` (or another ``forward``) continues.
         """
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"TransformerEncoder: x must be (B, N, {self.d_model}), got {tuple(x.shape)}")
-        if state is not None and len(state) != len(self.layers):
-            raise ValueError(f"TransformerEncoder: state has {len(state)} layers, model has {len(self.layers)}")
-        if not return_state and state is None:
-            for layer in self.layers:
-                x = layer(x, causal, key_padding_mask)
-            return self.final_norm(x)
-        new_state = []
+        self._check_layer_count("TransformerEncoder", state)
+        states = []
         for index, layer in enumerate(self.layers):
-            x, layer_state = layer(x, causal, key_padding_mask, None if state is None else state[index], True)
-            new_state.append(layer_state)
-        return (self.final_norm(x), new_state) if return_state else self.final_norm(x)
+            x, layer_state = layer(x, causal, key_padding_mask, None if state is None else state[index], return_state)
+            states.append(layer_state)
+        return (self.final_norm(x), tuple(states)) if return_state else self.final_norm(x)
+
+    def _check_layer_count(self, owner: str, state: Sequence[State] | None) -> None:
+        if state is not None and len(state) != len(self.layers):
+            raise ValueError(f"{owner}: state has {len(state)} layers, model has {len(self.layers)}")
 
     def use_sequence_parallel(self, group: Any) -> None:
         """Run causal calls on this rank's consecutive part of sequences split across ``group`` (None: off).
@@ -176,24 +170,23 @@ class TransformerEncoder(nn.Module):
         for layer in self.layers:
             layer.attention.attention.use_sequence_parallel(group)
 
-    def prefill(self, x: Tensor, state: list[State] | None = None) -> tuple[Tensor, list[State]]:
+    def prefill(self, x: Tensor, state: Sequence[State] | None = None) -> tuple[Tensor, tuple[State, ...]]:
         """Run a prompt x (B, N, d_model) in one parallel causal pass; its outputs and the states ``step`` continues."""
         return self.forward(x, causal=True, state=state, return_state=True)
 
     def init_state(
         self, batch_size: int, device: torch.device | str | None = None, dtype: torch.dtype = torch.float32
-    ) -> list[State]:
+    ) -> tuple[State, ...]:
         """Empty recurrent state for ``batch_size`` sequences: one attention state per layer."""
-        return [layer.attention.init_state(batch_size, device, dtype) for layer in self.layers]
+        return tuple(layer.attention.init_state(batch_size, device, dtype) for layer in self.layers)
 
-    def step(self, x_t: Tensor, state: list[State]) -> tuple[Tensor, list[State]]:
+    def step(self, x_t: Tensor, state: Sequence[State]) -> tuple[Tensor, tuple[State, ...]]:
         """Next position: x_t (B, d_model) -> (B, d_model); equals row t of ``forward(causal=True)``."""
         if x_t.dim() != 2 or x_t.shape[-1] != self.d_model:
             raise ValueError(f"TransformerEncoder.step: x_t must be (B, {self.d_model}), got {tuple(x_t.shape)}")
-        if len(state) != len(self.layers):
-            raise ValueError(f"TransformerEncoder.step: state has {len(state)} layers, model has {len(self.layers)}")
-        new_state = []
+        self._check_layer_count("TransformerEncoder.step", state)
+        states = []
         for layer, layer_state in zip(self.layers, state):
             x_t, layer_state = layer.step(x_t, layer_state)
-            new_state.append(layer_state)
-        return self.final_norm(x_t), new_state
+            states.append(layer_state)
+        return self.final_norm(x_t), tuple(states)

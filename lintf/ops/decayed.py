@@ -32,7 +32,7 @@ from lintf.ops import decayed_op
 from lintf.ops.arguments import check_eps
 from lintf.ops.decayed_chunked import DEFAULT_CHUNK_SIZE, decayed_product_chunked
 from lintf.ops.dtypes import accumulation_dtype
-from lintf.ops.state import LinearAttentionState
+from lintf.ops.state import LinearAttentionState, check_state
 
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -211,14 +211,8 @@ def decayed_linear_attention(
         return (product[..., :-1] / (product[..., -1:] + eps)).to(v.dtype)
     start = None
     if initial_state is not None:
-        kv, normaliser = initial_state
-        expected = (*q.shape[:2], q.shape[3])
-        if tuple(normaliser.shape) != expected or tuple(kv.shape[:3]) != expected:
-            raise ValueError(
-                f"decayed linear attention: initial_state must be (S (B, H, C, M), z (B, H, C)) with (B, H, C) = "
-                f"{expected}, got S {tuple(kv.shape)}, z {tuple(normaliser.shape)}"
-            )
-        start = torch.cat([kv.to(acc), normaliser.to(acc).unsqueeze(-1)], dim=-1)  # (B, H, C, M+1)
+        kv, normaliser = check_state(initial_state, q, v, "decayed linear attention")
+        start = torch.cat([kv, normaliser.unsqueeze(-1)], dim=-1)  # (B, H, C, M+1)
     product, final = decayed_dot_product(
         q, k, values_and_ones, log_decay, chunk_size=chunk_size, initial_state=start, return_state=True
     )

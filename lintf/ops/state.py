@@ -29,17 +29,24 @@ class LinearAttentionState(NamedTuple):
     normaliser: Tensor
 
 
-def check_state(state: object, q: Tensor, v: Tensor) -> LinearAttentionState:
+OP_STATES = (LinearAttentionState,)
+"""State types that the ops validate where they consume them (attentions pass them on unchecked)."""
+
+
+def check_state(state: object, q: Tensor, v: Tensor, owner: str = "causal product") -> LinearAttentionState:
     """Return state as a LinearAttentionState or raise a ValueError saying what was expected.
+
+    The one check of this state type, made by every op that consumes one.
 
     Args:
         state: the ``initial_state`` given by the caller.
         q: (B, H, N, C) validated queries (after any autocast cast).
         v: (B, H, N, M) validated values.
+        owner: the op, for messages.
     """
     if not (isinstance(state, tuple) and len(state) == 2 and all(isinstance(t, Tensor) for t in state)):
         raise ValueError(
-            "causal product: initial_state must be a LinearAttentionState(kv, normaliser) of two tensors, "
+            f"{owner}: initial_state must be a LinearAttentionState(kv, normaliser) of two tensors, "
             f"got {type(state).__name__}"
         )
     batch, heads, _, features = q.shape
@@ -51,15 +58,15 @@ def check_state(state: object, q: Tensor, v: Tensor) -> LinearAttentionState:
     for (name, (shape, layout)), tensor in zip(expected.items(), state):
         if tuple(tensor.shape) != shape:
             raise ValueError(
-                f"causal product: initial_state.{name} must have shape {shape} {layout}, got {tuple(tensor.shape)}"
+                f"{owner}: initial_state.{name} must have shape {shape} {layout}, got {tuple(tensor.shape)}"
             )
         if tensor.dtype != dtype:
             raise ValueError(
-                f"causal product: initial_state.{name} must have the accumulation dtype {dtype} "
+                f"{owner}: initial_state.{name} must have the accumulation dtype {dtype} "
                 f"(for {v.dtype} inputs), got {tensor.dtype}"
             )
         if tensor.device != q.device:
             raise ValueError(
-                f"causal product: initial_state.{name} must be on the inputs' device {q.device}, got {tensor.device}"
+                f"{owner}: initial_state.{name} must be on the inputs' device {q.device}, got {tensor.device}"
             )
     return LinearAttentionState(*state)

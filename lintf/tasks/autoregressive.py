@@ -6,6 +6,7 @@ RNN form of causal linear attention), which the copy and image tasks use to gene
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -71,9 +72,9 @@ class AutoregressiveTask(TransformerTask):
         self.build_metrics()
 
     def forward(
-        self, tokens: Tensor, key_padding_mask: Tensor | None = None, state: list[State] | None = None,
+        self, tokens: Tensor, key_padding_mask: Tensor | None = None, state: Sequence[State] | None = None,
         return_state: bool = False, start: int = 0,
-    ) -> Tensor | tuple[Tensor, list[State]]:
+    ) -> Tensor | tuple[Tensor, tuple[State, ...]]:
         """Causal next-token head parameters: tokens (B, N) int -> (B, N, P) (categorical: logits).
 
         Args:
@@ -85,20 +86,20 @@ class AutoregressiveTask(TransformerTask):
             start: position of the first token (for position codes when continuing a sequence).
         """
         x = self.token_embedding(tokens) + self.positions.span(start, tokens.shape[1])  # (B, N, d_model)
-        if state is None and not return_state:
-            return self.head(self.encoder(x, causal=True, key_padding_mask=key_padding_mask))
+        if not return_state:
+            return self.head(self.encoder(x, causal=True, key_padding_mask=key_padding_mask, state=state))
         hidden, state = self.encoder(x, causal=True, key_padding_mask=key_padding_mask, state=state, return_state=True)
-        return (self.head(hidden), state) if return_state else self.head(hidden)
+        return self.head(hidden), state
 
-    def prefill(self, tokens: Tensor) -> tuple[Tensor, list[State]]:
+    def prefill(self, tokens: Tensor) -> tuple[Tensor, tuple[State, ...]]:
         """Read a prompt (B, N) in one parallel pass: head parameters (B, N, P) and the state ``step`` continues at N."""
         return self.forward(tokens, return_state=True)
 
-    def init_state(self, batch_size: int) -> list[State]:
+    def init_state(self, batch_size: int) -> tuple[State, ...]:
         """Empty recurrent state for ``step``."""
         return self.encoder.init_state(batch_size, device=self.device, dtype=self.token_embedding.weight.dtype)
 
-    def step(self, token: Tensor, position: int, state: list[State]) -> tuple[Tensor, list[State]]:
+    def step(self, token: Tensor, position: int, state: Sequence[State]) -> tuple[Tensor, tuple[State, ...]]:
         """RNN form of ``forward``: token (B,) at ``position`` -> next-token head parameters (B, P)."""
         x_t = self.token_embedding(token) + self.positions.at(position)  # (B, d_model)
         out, state = self.encoder.step(x_t, state)

@@ -28,15 +28,13 @@ Batch = dict[str, Any]
 
 
 def detach_state(state: Any) -> Any:
-    """``state`` (nested lists, tuples, dicts of tensors) with every tensor detached from the graph."""
+    """``state`` (a tuple of per-layer NamedTuple states) with every tensor detached from the graph."""
     if isinstance(state, Tensor):
         return state.detach()
-    if isinstance(state, dict):
-        return {key: detach_state(value) for key, value in state.items()}
     if isinstance(state, tuple) and hasattr(state, "_fields"):  # a NamedTuple keeps its type
         return type(state)(*(detach_state(value) for value in state))
-    if isinstance(state, list | tuple):
-        return type(state)(detach_state(value) for value in state)
+    if isinstance(state, tuple):
+        return tuple(detach_state(value) for value in state)
     return state
 
 
@@ -69,7 +67,7 @@ class StreamLanguageModelTask(AutoregressiveTask):
         if between_segments not in ("carry", "reset"):
             raise ValueError(f"between_segments must be 'carry' or 'reset', got {between_segments!r}")
         super().__init__(vocab_size, max_length, encoder, positions, None, optimizer, lr_scheduler)
-        self.stream_state: list[State] | None = None
+        self.stream_state: tuple[State, ...] | None = None
 
     def build_metrics(self) -> None:
         self.val_bits, self.test_bits = BitsPerDim(), BitsPerDim()

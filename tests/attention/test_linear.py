@@ -14,7 +14,7 @@ def test_state_and_normaliser_stay_fp32_for_bf16_inputs():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         for _ in range(3):
             out_t, state = attention.step(q_t, k_t, v_t, state)
-    assert state["kv"].dtype == torch.float32 and state["normaliser"].dtype == torch.float32
+    assert state.kv.dtype == torch.float32 and state.normaliser.dtype == torch.float32
     assert out_t.dtype == torch.bfloat16
 
 

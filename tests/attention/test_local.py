@@ -51,7 +51,7 @@ def test_local_step_keeps_only_the_window(window):
     for t in range(17):
         out_t, state = attention.step(q[:, :, t], k[:, :, t], v[:, :, t], state)
         outputs.append(out_t)
-    assert state["keys"].shape[2] == window  # the decoding state does not grow
+    assert state.keys.shape[2] == window  # the decoding state does not grow
     torch.testing.assert_close(torch.stack(outputs, dim=2), naive_local(q, k, v, window, causal=True))
 
 

@@ -23,8 +23,8 @@ def test_linear_state_is_the_sum_of_feature_mapped_keys_times_values():
     padding[1, 4:] = True
     _, state = attention(q, k, v, causal=True, key_padding_mask=padding, return_state=True)
     phi_k = elu_plus_one(k) * ~padding[:, None, :, None]  # (B, H, N, D), padded keys excluded
-    torch.testing.assert_close(state["kv"], phi_k.transpose(-1, -2) @ v, **TIGHT)
-    torch.testing.assert_close(state["normaliser"], phi_k.sum(2), **TIGHT)
+    torch.testing.assert_close(state.kv, phi_k.transpose(-1, -2) @ v, **TIGHT)
+    torch.testing.assert_close(state.normaliser, phi_k.sum(2), **TIGHT)
 
 
 @pytest.mark.parametrize("name", ["linear", "polynomial", "retention", "gated_linear", "aft", "softmax", "topk"])
@@ -49,7 +49,7 @@ def test_local_window_counts_padded_positions_and_stays_window_sized():
     attention = lintf.build_attention("local", head_dim=8, window=3).double()
     q, k, v = (t.double() for t in random_qkv(n=40))
     _, state = attention(q[:, :, :30], k[:, :, :30], v[:, :, :30], causal=True, return_state=True)
-    assert state["keys"].shape[2] == 3 and state["values"].shape[2] == 3  # O(w), however long the prefix
+    assert state.keys.shape[2] == 3 and state.values.shape[2] == 3  # O(w), however long the prefix
     all_padded = torch.ones(2, 3, dtype=torch.bool)
     _, state = attention(
         q[:, :, 30:33], k[:, :, 30:33], v[:, :, 30:33], causal=True, key_padding_mask=all_padded, state=state,

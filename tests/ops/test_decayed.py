@@ -157,7 +157,7 @@ def test_normalised_form_state_needs_causal_and_matching_shapes():
     with pytest.raises(ValueError, match="initial_state and return_state need causal=True, got causal=False"):
         decayed_linear_attention(q, k, v, log_decay, causal=False, return_state=True)
     bad = LinearAttentionState(state.kv, torch.zeros(2, 3, 5, dtype=torch.float64))
-    expected = r"initial_state must be \(S \(B, H, C, M\), z \(B, H, C\)\) with \(B, H, C\) = \(2, 3, 4\)"
+    expected = r"initial_state.normaliser must have shape \(2, 3, 4\) \(B, H, C\), got \(2, 3, 5\)"
     with pytest.raises(ValueError, match=expected):
         decayed_linear_attention(q, k, v, log_decay, initial_state=bad)
 

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from lintf.models import EncoderConfig
+from lintf.ops import LinearAttentionState
 from lintf.tasks import CopyTask, StreamLanguageModelTask
 from lintf.tasks.stream_lm import detach_state
 
@@ -44,10 +45,11 @@ def test_the_first_segment_of_an_epoch_resets_and_states_are_detached():
     tokens = torch.randint(0, 7, (2, 9))
     task.training_step({"tokens": tokens, "first": True}, 0)
     assert task.stream_state is not None
-    leaves = [t for layer in task.stream_state for t in (layer.values() if isinstance(layer, dict) else layer)
-              if isinstance(t, torch.Tensor)]
+    leaves = [t for layer in task.stream_state for t in layer if isinstance(t, torch.Tensor)]
     assert leaves and all(not t.requires_grad for t in leaves)
-    assert detach_state({"a": [torch.ones(1, requires_grad=True)]})["a"][0].requires_grad is False
+    carried = (LinearAttentionState(torch.ones(1, requires_grad=True), torch.ones(1, requires_grad=True)),)
+    detached = detach_state(carried)
+    assert type(detached[0]) is LinearAttentionState and detached[0].kv.requires_grad is False
 
 
 def test_tasks_refuse_attentions_without_a_causal_form():
