@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from lightning.pytorch import Callback
 
-from lintf.cli import LintfCLI
+from lintf.run.cli import LintfCLI
 from lintf.asr.corpora.synthetic import LM_TEXT
 
 REPO = Path(__file__).resolve().parents[1]

@@ -27,7 +27,7 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 
 from benchmarks.measure import peak_extra_mb, release_freed_memory_eagerly
-from lintf.checkpoint_io import load_checkpoint_file
+from lintf.run.checkpoint_files import load_checkpoint_file
 from lintf.ops import causal_linear_attention
 from lintf.ops.sequence_parallel import sequence_parallel_causal_linear_attention, split_sequence
 

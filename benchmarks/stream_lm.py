@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from lintf.cli import LintfCLI
+from lintf.run.cli import LintfCLI
 from lintf.data import TextStreamData
 
 REPO = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from lintf.config_files import config_files, option_values, read_config_file
+from lintf.run.config_files import config_files, option_values, read_config_file
 
 ENTRY_POINT_GROUP = "lintf.plugins"
 DISABLE_ENV = "LINTF_NO_PLUGINS"

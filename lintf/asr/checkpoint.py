@@ -1,6 +1,6 @@
 """What the ``lintf asr`` workflows need from a trained checkpoint: the model, and the features it was trained on.
 
-The checkpoint is read once, by ``lintf.checkpoint_io.load_checkpoint_file`` (its sha256 sidecar
+The checkpoint is read once, by ``lintf.run.checkpoint_files.load_checkpoint_file`` (its sha256 sidecar
 verified, then tensors and plain data only: nothing in the file runs), and the ASRTask is built from
 its ``hyper_parameters`` and ``state_dict``. A checkpoint that is damaged, holds objects, was written
 by another task or in an older layout is refused with one paragraph saying why.
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from lintf.asr.model.task import ASRTask
-from lintf.checkpoint_format import FORMAT, format_of, task_name
-from lintf.checkpoint_io import CheckpointFileError, load_checkpoint_file
+from lintf.run.checkpoint_files import CheckpointFileError, load_checkpoint_file
+from lintf.run.checkpoint_format import FORMAT, UPGRADE_COMMAND, format_of, task_name
 
 FEATURE_SETTINGS = ("hop_ms", "n_mels", "keep_accents")  # SpeechData arguments the model's input depends on
 AUGMENTATION_SETTINGS = ("vtlp", "speed_perturb", "spec_augment", "freq_masks", "freq_width", "time_masks",
@@ -57,7 +57,7 @@ def check_written_by_asr(path: str, checkpoint: dict[str, Any]) -> None:
     if format_of(checkpoint) < FORMAT:
         raise CheckpointFileError(
             f"checkpoint {path} was written by an older lintf (checkpoint format {format_of(checkpoint)}, this lintf "
-            f"reads format {FORMAT}). Write an upgraded copy with `python -m lintf.checkpoint_format {path}` (the "
+            f"reads format {FORMAT}). Write an upgraded copy with `{UPGRADE_COMMAND} {path}` (the "
             "original is kept) and give that to --ckpt."
         )
     written_by = task_name(checkpoint)

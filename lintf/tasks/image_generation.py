@@ -12,7 +12,7 @@ from torch import Tensor
 
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 
-from lintf.callbacks.run_directory import run_directory
+from lintf.run.directories import run_directory
 from lintf.metrics import BitsPerDim
 from lintf.models.encoder_config import EncoderConfig
 from lintf.models.positions import PositionKind

@@ -84,8 +84,8 @@ def test_only_the_cli_and_the_speech_room_import_speech():
 
 def test_core_imports_and_the_copy_run_load_no_speech_module(tmp_path):
     script = (
-        "import sys, lintf, lintf.tasks, lintf.data, lintf.models, lintf.cli\n"
-        "from lintf.cli import main\n"
+        "import sys, lintf, lintf.tasks, lintf.data, lintf.models, lintf.run.cli\n"
+        "from lintf.run.cli import main\n"
         f"main(['fit', '--config', {str(REPO / 'configs' / 'copy.yaml')!r}, '--trainer.fast_dev_run', '1',\n"
         f"      '--trainer.default_root_dir', {str(tmp_path)!r}, '--trainer.enable_progress_bar', 'false',\n"
         "      '--data.train_size', '64', '--trainer.enable_model_summary', 'false'])\n"

@@ -15,7 +15,7 @@ from lintf.asr.adaptation.self_training import AdaptationSettings, adapt_to_spea
 from lintf.asr.corpora.manifest import read_manifest
 from lintf.asr.checkpoint import load_asr_checkpoint
 from lintf.asr.model.task import ASRTask
-from lintf.checkpoint_io import load_checkpoint_file, sidecar_of
+from lintf.run.checkpoint_files import load_checkpoint_file, sidecar_of
 from lintf.models.encoder_config import EncoderConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,7 +93,7 @@ def test_asr_adapt_script_writes_an_adapted_checkpoint_that_lintf_test_reads(cor
     config = tmp_path / "decode.yaml"
     config.write_text("decoding:\n  class_path: lintf.asr.CTCDecoding\n  init_args:\n    decoder: beam\n    beam_width: 4\n"
                       "    lm_order: 3\n    lm_weight: 0.5\n")
-    script = [sys.executable, "-m", "lintf.cli", "asr", "adapt"]
+    script = [sys.executable, "-m", "lintf.run.cli", "asr", "adapt"]
     out, adapted = tmp_path / "out", tmp_path / "adapted.ckpt"
     subprocess.run([*script, "--ckpt", str(tmp_path / "asr.ckpt"), "--manifest", str(corpus["test"]),
                     "--config", str(config), "--train-manifest", str(corpus["train"]), "--rounds", "1", "--steps", "2",

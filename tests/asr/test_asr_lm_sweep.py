@@ -12,7 +12,7 @@ from lintf.asr.data.speech_data import SpeechData
 from lintf.asr.model.task import ASRTask
 from lintf.models.encoder_config import EncoderConfig
 
-LM_SWEEP = [sys.executable, "-m", "lintf.cli", "asr", "lm-sweep"]
+LM_SWEEP = [sys.executable, "-m", "lintf.run.cli", "asr", "lm-sweep"]
 
 
 def test_sweep_table_and_zero_weight_matches_plain_beam(corpus, tmp_path):

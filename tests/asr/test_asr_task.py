@@ -8,8 +8,8 @@ import torch
 from lightning.pytorch import Trainer
 
 from lintf.asr.checkpoint import load_asr_checkpoint
-from lintf.checkpoint_io import load_checkpoint_file
-from lintf.cli import LintfCLI
+from lintf.run.checkpoint_files import load_checkpoint_file
+from lintf.run.cli import LintfCLI
 from lintf.asr.data.speech_data import SpeechData
 from lintf.asr.text import CharVocabulary
 from lintf.asr.model.task import ASRTask

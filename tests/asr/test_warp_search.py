@@ -42,7 +42,7 @@ def test_asr_vtln_scores_each_warp_and_chooses_the_best_score(corpus, tmp_path):
                       enable_model_summary=False, limit_val_batches=0, default_root_dir=tmp_path)
     trainer.fit(task, datamodule=data)
     trainer.save_checkpoint(tmp_path / "asr.ckpt")
-    script = [sys.executable, "-m", "lintf.cli", "asr", "vtln"]
+    script = [sys.executable, "-m", "lintf.run.cli", "asr", "vtln"]
     out = tmp_path / "out"
     subprocess.run([*script, "--ckpt", str(tmp_path / "asr.ckpt"), "--manifest", str(corpus["test"]),
                     "--warps", "0.9", "1.0", "1.2", "--out", str(out)], check=True, capture_output=True, cwd=tmp_path)

@@ -6,7 +6,7 @@ import torch
 from lightning.pytorch import LightningModule, Trainer
 from torch.utils.data import DataLoader, TensorDataset
 
-from lintf.callbacks import RunCheckpoint
+from lintf.run.callbacks import RunCheckpoint
 
 
 class WorseningModel(LightningModule):

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from lightning.pytorch import Callback
 
-from lintf.cli import LintfCLI
+from lintf.run.cli import LintfCLI
 
 REPO = Path(__file__).resolve().parents[2]
 COPY_YAML = str(REPO / "configs" / "copy.yaml")

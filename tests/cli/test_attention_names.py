@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import lintf
-from lintf.cli import main
+from lintf.run.cli import main
 from lintf.registry import ATTENTIONS
 from tests.cli.helpers import run, tiny
 

@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from lintf.cli import LintfCLI
+from lintf.run.cli import LintfCLI
 from tests.cli.helpers import COPY_YAML, REPO, TINY_DATA, TINY_MODEL, quiet_trainer, run
 
 # Speech, image and text-stream configs read real corpora; tests/asr/test_asr_task.py,
@@ -40,7 +40,7 @@ def test_config_fast_dev_run(config, tmp_path, monkeypatch):
 
 
 def test_print_config_merges_configs_in_order(capsys):
-    from lintf.cli import main
+    from lintf.run.cli import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(["fit", "--config", COPY_YAML, "--config", str(REPO / "configs" / "attention" / "reformer.yaml"),

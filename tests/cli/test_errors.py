@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import lintf
-from lintf.cli import main
+from lintf.run.cli import main
 from tests.cli.helpers import tiny
 
 
@@ -31,7 +31,7 @@ def test_unknown_feature_map(tmp_path, capsys):
 
 
 def test_attention_by_class_path(tmp_path):
-    from lintf.cli import LintfCLI
+    from lintf.run.cli import LintfCLI
 
     args = tiny(tmp_path, "--model.encoder.attention", "lintf.attention.SoftmaxAttention")[1:]
     assert LintfCLI(args=args, run=False).model.hparams.encoder["attention"] == "softmax"

@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 
-from lintf.cli import LintfCLI
+from lintf.run.cli import LintfCLI
 from tests.cli.helpers import COPY_YAML, InterruptAt, RecordSteps, run, tiny
 
 STRONG_LR = ["--model.lr_scheduler", "null", "--model.optimizer.lr", "0.01"]
@@ -120,7 +120,7 @@ def test_fp16_mixed_on_gpu(tmp_path):
 
 
 def test_whole_number_batch_limit_on_the_command_line_counts_batches():
-    from lintf.cli import integer_batch_limits
+    from lintf.run.cli import integer_batch_limits
 
     args = ["--trainer.limit_predict_batches", "1", "--trainer.limit_val_batches=4", "--trainer.limit_test_batches", "1.0"]
     assert integer_batch_limits(args) == {"limit_predict_batches": 1, "limit_val_batches": 4}

@@ -12,7 +12,7 @@ import inspect
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.loggers import TensorBoardLogger
 
-from lintf.tensorboard import ReservedVersionTensorBoardLogger
+from lintf.run.loggers import ReservedVersionTensorBoardLogger
 
 
 def test_lightning_cli_builds_the_trainer_through_instantiate_trainer_private():

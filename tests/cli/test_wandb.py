@@ -5,7 +5,7 @@ import time
 import pytest
 import yaml
 
-from lintf.loggers import WandbLogger, wandb_reachable
+from lintf.run.loggers import WandbLogger, wandb_reachable
 from tests.cli.helpers import COPY_YAML, REPO, run, tiny
 
 pytest.importorskip("wandb")
@@ -42,5 +42,5 @@ def test_wandb_config_runs_offline(no_wandb_credentials, tmp_path, monkeypatch):
     assert len(runs) == 1
     run_dir = tmp_path / "logs" / "lintf" / logger.version  # config beside the checkpoints
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()
-    assert yaml.safe_load((run_dir / "config.yaml").read_text())["trainer"]["logger"]["class_path"] == "lintf.loggers.WandbLogger"
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["trainer"]["logger"]["class_path"] == "lintf.run.loggers.WandbLogger"
     logger.experiment.finish()

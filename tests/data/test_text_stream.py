@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lintf.cli import main
+from lintf.run.cli import main
 from lintf.data.text_stream import CharVocabulary, Segments, TextStreamData, stream_rows
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,8 +7,8 @@ import os
 import pytest
 import torch
 
-from lintf.checkpoint_format import FORMAT, main as upgrade_main, upgrade
-from lintf.checkpoints import CheckpointError, resolve_checkpoint
+from lintf.run.checkpoint_format import FORMAT, main as upgrade_main, upgrade
+from lintf.run.checkpoint_search import CheckpointError, resolve_checkpoint
 from lintf.models import EncoderConfig
 from lintf.tasks import CopyTask, ImageGenerationTask
 
@@ -40,7 +40,7 @@ def test_only_unreadable_or_older_checkpoints_name_them(tmp_path):
     write(old, {"lintf_task": COPY, "state_dict": {}}, 1_000)
     with pytest.raises(CheckpointError) as error:
         resolve_checkpoint("last", COPY, [str(tmp_path)])
-    assert f"unreadable: {broken}" in str(error.value) and "python -m lintf.checkpoint_format" in str(error.value)
+    assert f"unreadable: {broken}" in str(error.value) and "python -m lintf.run.checkpoint_format" in str(error.value)
     with pytest.raises(CheckpointError, match="written by an older lintf"):
         resolve_checkpoint(str(old), COPY, [str(tmp_path)])
 
@@ -96,7 +96,7 @@ def flip_a_byte_inside_a_tensor(path, tensor: torch.Tensor) -> None:
 
 
 def test_a_flipped_byte_is_reported_not_loaded(tmp_path, capsys):
-    from lintf.cli import main
+    from lintf.run.cli import main
     from tests.cli.helpers import run, tiny
 
     run(tiny(tmp_path, "--trainer.max_steps", "2", "--trainer.val_check_interval", "2", "--trainer.limit_val_batches", "1"))
@@ -117,7 +117,7 @@ def test_a_flipped_byte_is_reported_not_loaded(tmp_path, capsys):
 
 
 def test_checkpoint_io_writes_whole_files_with_a_digest_and_checks_it(tmp_path):
-    from lintf.checkpoint_io import CheckpointIntegrityError, VerifiedCheckpointIO, sidecar_of
+    from lintf.run.checkpoint_files import CheckpointIntegrityError, VerifiedCheckpointIO, sidecar_of
 
     io = VerifiedCheckpointIO()
     path = tmp_path / "run" / "a.ckpt"

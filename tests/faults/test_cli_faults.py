@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from lintf.cli import main
+from lintf.run.cli import main
 from tests.cli.helpers import COPY_YAML, REPO, run, tiny
 
 
@@ -112,6 +112,6 @@ def test_fit_says_where_the_run_went(tmp_path, capsys):
 
 def test_debug_keeps_the_traceback(tmp_path):
     env = {**os.environ, "LINTF_DEBUG": "1"}
-    done = subprocess.run([sys.executable, "-m", "lintf.cli", *tiny(tmp_path, "--model.optimizer.lr", "-1")],
+    done = subprocess.run([sys.executable, "-m", "lintf.run.cli", *tiny(tmp_path, "--model.optimizer.lr", "-1")],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert done.returncode != 0 and "Traceback" in done.stderr and "Invalid learning rate" in done.stderr

@@ -13,8 +13,8 @@ from lightning.pytorch import Trainer
 
 from lintf.asr.data.speech_data import SpeechData
 from lintf.asr.model.task import ASRTask
-from lintf.checkpoint_io import VerifiedCheckpointIO, load_checkpoint_file, sidecar_of
-from lintf.cli import main
+from lintf.run.checkpoint_files import VerifiedCheckpointIO, load_checkpoint_file, sidecar_of
+from lintf.run.cli import main
 from lintf.models.encoder_config import EncoderConfig
 from tests.asr.conftest import tone_corpus
 
@@ -108,7 +108,7 @@ def test_an_older_format_is_refused_with_the_upgrade_command(trained, tmp_path, 
     ckpt = saved_copy(trained, tmp_path / "old.ckpt", lintf_format=1)
     message = refusal("lm-sweep", ckpt, trained, tmp_path, capsys)
     assert "written by an older lintf (checkpoint format 1" in message
-    assert f"`python -m lintf.checkpoint_format {ckpt}`" in message
+    assert f"`python -m lintf.run.checkpoint_format {ckpt}`" in message
 
 
 def test_a_good_checkpoint_with_its_digest_still_runs(trained, tmp_path, capsys):
@@ -137,6 +137,6 @@ def loads(path: Path) -> list[str]:
 def test_one_checkpoint_loader():
     files = sorted([*(REPO / "lintf").rglob("*.py"), *(REPO / "benchmarks").rglob("*.py")])
     found = {str(path.relative_to(REPO)): hits for path in files if (hits := loads(path))}
-    reader = found.pop("lintf/checkpoint_io.py", [])
+    reader = found.pop("lintf/run/checkpoint_files.py", [])
     assert len(reader) == 1 and reader[0].startswith("torch.load line")  # load_checkpoint_file's, the only one
-    assert found == {}, "read checkpoints with lintf.checkpoint_io.load_checkpoint_file, never pickle"
+    assert found == {}, "read checkpoints with lintf.run.checkpoint_files.load_checkpoint_file, never pickle"

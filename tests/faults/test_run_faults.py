@@ -15,8 +15,8 @@ import pytest
 import torch
 from lightning.pytorch import Callback
 
-from lintf.checkpoint_io import load_checkpoint_file
-from lintf.cli import main
+from lintf.run.checkpoint_files import load_checkpoint_file
+from lintf.run.cli import main
 from tests.cli.helpers import REPO, run, tiny
 from tests.faults.test_cli_faults import lintf_error
 
@@ -111,7 +111,7 @@ class TerminateAt(Callback):
 def test_sigterm_saves_a_resumable_checkpoint_and_exits_non_zero(tmp_path):
     args = tiny(tmp_path, "--trainer.max_steps", "8", "--trainer.val_check_interval", "8",
                 "--trainer.limit_val_batches", "1")
-    done = subprocess.run([sys.executable, "-m", "lintf.cli", *args,
+    done = subprocess.run([sys.executable, "-m", "lintf.run.cli", *args,
                            "--trainer.callbacks+=tests.faults.test_run_faults.TerminateAt"],
                           capture_output=True, text=True, cwd=REPO, timeout=600)
     assert done.returncode == 143, done.stderr[-2000:]
@@ -147,7 +147,7 @@ def test_next_start_removes_temporaries_of_killed_saves_only(tmp_path, capsys):
 @pytest.mark.parametrize("code,expected", [(errno.ENOSPC, "no space left on the device of"),
                                            (errno.EROFS, "is not writable (Read-only file system)")])
 def test_failed_save_leaves_earlier_checkpoints_and_no_temporary(code, expected, tmp_path, capsys, monkeypatch):
-    import lintf.checkpoint_io as checkpoint_io
+    import lintf.run.checkpoint_files as checkpoint_files
 
     saves, real_save = [], torch.save
 
@@ -158,7 +158,7 @@ def test_failed_save_leaves_earlier_checkpoints_and_no_temporary(code, expected,
             raise OSError(code, os.strerror(code))
         return real_save(obj, file, *args, **kwargs)
 
-    monkeypatch.setattr(checkpoint_io.torch, "save", save_until_full)
+    monkeypatch.setattr(checkpoint_files.torch, "save", save_until_full)
     err = failure(tiny(tmp_path, "--trainer.max_steps", "6", *VALIDATE_EVERY_2, *FIXED_LR,
                        "--model.optimizer.lr", "0.01"), capsys)
     assert "could not write checkpoint" in err and expected in err and "--ckpt_path last" in err

@@ -17,7 +17,7 @@ from lintf.asr.corpora.manifest import MAX_REPORTED, ManifestError, read_manifes
 from lintf.asr.data.speech_data import SpeechData
 from lintf.asr.model.task import ASRTask
 from lintf.asr.features.audio import AudioError, load_audio
-from lintf.cli import main
+from lintf.run.cli import main
 from lintf.models.encoder_config import EncoderConfig
 from tests.asr.conftest import tone_corpus
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 import yaml
 
-from lintf.checkpoint_io import load_checkpoint_file
-from lintf.cli import main
+from lintf.run.checkpoint_files import load_checkpoint_file
+from lintf.run.cli import main
 from tests.cli.helpers import run, tiny
 from tests.faults.test_cli_faults import lintf_error
 

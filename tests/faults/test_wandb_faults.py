@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from lightning.pytorch.loggers import WandbLogger as LightningWandbLogger
 
-from lintf.loggers import WandbLogger, wandb_reachable
+from lintf.run.loggers import WandbLogger, wandb_reachable
 from tests.cli.helpers import COPY_YAML, REPO, run, tiny
 
 WANDB_VARIABLES = ("WANDB_MODE", "WANDB_API_KEY", "WANDB_BASE_URL", "WANDB_DIR", "WANDB_CONFIG_DIR", "WANDB_CACHE_DIR",
@@ -143,7 +143,7 @@ def test_missing_wandb_names_the_extra(sandbox, monkeypatch):
 
 
 def test_cli_without_wandb_stops_in_one_paragraph(sandbox, monkeypatch, capsys):
-    from lintf.cli import main
+    from lintf.run.cli import main
 
     monkeypatch.setitem(sys.modules, "wandb", None)
     with pytest.raises(SystemExit) as code:

@@ -30,7 +30,7 @@ STEPS = 400
 def lintf_command() -> list[str]:
     """The installed console script, or the same entry point through this interpreter."""
     script = shutil.which("lintf")
-    return [script] if script else [sys.executable, "-m", "lintf.cli"]
+    return [script] if script else [sys.executable, "-m", "lintf.run.cli"]
 
 
 @pytest.mark.parametrize("precision", ["bf16-mixed", "16-mixed"])

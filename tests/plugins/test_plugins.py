@@ -8,7 +8,7 @@ import yaml
 
 import lintf
 import lintf.plugins as plugins
-from lintf.cli import main
+from lintf.run.cli import main
 from lintf.registry import ATTENTIONS, FEATURE_MAPS
 from tests.cli.helpers import REPO, run, tiny
 

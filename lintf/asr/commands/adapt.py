@@ -31,7 +31,7 @@ from lintf.asr.commands.report import default_out, write_report
 from lintf.asr.data.speech_data import SpeechData
 from lintf.asr.decoding.options import CTCDecoding
 from lintf.asr.text import normalize_text
-from lintf.checkpoint_io import VerifiedCheckpointIO
+from lintf.run.checkpoint_files import VerifiedCheckpointIO
 
 
 def decoding_of(config: str) -> CTCDecoding:

@@ -1,19 +1,27 @@
-"""Turn jsonargparse's nested validation reports into one readable paragraph.
+"""The parser of ``lintf``'s subcommands, and their mistakes reported in one readable paragraph.
 
 A typo in a subclass-mode config makes jsonargparse print the whole usage and a tree of union
 alternatives ("Expected a <class 'NoneType'>", "Given value: Namespace(...)"). The user needs
 three things: which key, what was wrong, what is allowed (with a close match if there is one).
+``LintfArgumentParser`` prints ``<prog>: error: <one paragraph>`` and exits with status 2
+(LINTF_DEBUG=1 keeps jsonargparse's own report).
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import importlib
 import inspect
+import os
 import re
+import sys
 import typing
 from collections.abc import Iterable
+from typing import NoReturn
+
+from lightning.pytorch.cli import LightningArgumentParser
 
 NOISE = re.compile(
     r"^(Does not validate against any of the|Subtypes:|Errors:|Expected a <class 'NoneType'>|Given value|"
@@ -87,3 +95,27 @@ def summarize(message: str, known_options: Iterable[str] = ()) -> str:
     elif option:
         text += f".{did_you_mean(option.group(1), known_options)}"
     return f"{where}: {text}" if where else text
+
+
+def exit_with_one_paragraph(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    """Print ``<prog>: error: <message summarized>. Run `<prog> --help` ...`` and exit with status 2."""
+    prog = parser.prog.replace(" [options]", "")
+    # argparse keeps every option string in _option_string_actions (private, unchanged since Python 2.7)
+    known = [option.lstrip("-") for option in parser._option_string_actions]
+    text = summarize(message, known)
+    text += " " if text.endswith((".", "?")) else ". "
+    sys.stderr.write(f"{prog}: error: {text}Run `{prog} --help` for every option.\n")
+    raise SystemExit(2)
+
+
+class OneParagraphErrors:
+    """Reports a bad option or value in one paragraph instead of the usage and a union tree."""
+
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+        if not self.exit_on_error or os.environ.get("LINTF_DEBUG"):
+            super().error(message, ex)
+        exit_with_one_paragraph(getattr(ex, "subcommand_parser", None) or self, message)
+
+
+class LintfArgumentParser(OneParagraphErrors, LightningArgumentParser):
+    """The parser of ``lintf fit|validate|test|predict``."""

@@ -1,4 +1,6 @@
-"""A Weights & Biases logger that never blocks a run: offline without an API key or network.
+"""What a run logs: the default TensorBoard logger with reserved run directories, and a Weights & Biases
+logger that never blocks a run (offline without an API key or network); Lightning's console notices
+that say nothing about the run are dropped.
 
 ``wandb`` is an optional extra (``pip install "lintf[wandb]"``); nothing here imports it until a
 logger is built.
@@ -6,14 +8,53 @@ logger is built.
 
 from __future__ import annotations
 
+import logging
 import netrc
 import os
 import socket
+import warnings
 from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
+from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.loggers import WandbLogger as LightningWandbLogger
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
+
+from lintf.run.directories import reserve_version
+
+
+class ReservedVersionTensorBoardLogger(TensorBoardLogger):
+    """TensorBoardLogger whose automatic ``version_N`` directory is claimed atomically on rank 0.
+
+    ``reserved_directory`` names the directory this process created (None until then), so a run that
+    stops on a configuration error before writing a checkpoint can remove it again.
+    """
+
+    reserved_directory: str | None = None
+
+    # Overrides TensorBoardLogger._get_next_version (private), which Lightning calls for ``version=None``
+    # to pick one past the highest ``root_dir/version_*``; tests/cli/test_upstream_contracts.py checks it.
+    def _get_next_version(self) -> int:
+        version = super()._get_next_version()
+        if rank_zero_only.rank != 0:  # other ranks receive rank 0's run directory by broadcast
+            return version
+        version = reserve_version(self.root_dir, version)  # root_dir: save_dir/name, where Lightning looks
+        self.reserved_directory = os.path.join(self.root_dir, f"version_{version}")
+        return version
+
+
+class DropAdvertisement(logging.Filter):
+    """Lightning's log line advertising a cloud logger on every run: not a message about the run."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.getMessage()).startswith("💡 Tip:")
+
+
+def quiet_lightning_notices() -> None:
+    """Drop notices that say nothing about the run (the same ones the test suite filters)."""
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(DropAdvertisement())
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+
 
 Mode = Literal["online", "offline", "disabled"]
 DEFAULT_BASE_URL = "https://api.wandb.ai"

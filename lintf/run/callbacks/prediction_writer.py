@@ -10,7 +10,7 @@ from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.utilities import rank_zero_info
 
-from lintf.callbacks.run_directory import run_directory
+from lintf.run.directories import run_directory
 
 
 class PredictionWriter(BasePredictionWriter):

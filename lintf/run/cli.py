@@ -8,14 +8,11 @@ maps are valid names. Mistakes in the configuration end in one paragraph, not a 
 
 from __future__ import annotations
 
-import errno
 import importlib
 import importlib.util
-import logging
 import os
 import signal
 import sys
-import warnings
 from typing import Any
 
 from lightning.pytorch import LightningDataModule
@@ -24,51 +21,25 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 from lightning.pytorch.utilities import rank_zero_only
-from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 import lintf
-from lintf.callbacks import LogSamples, PredictionWriter, RunCheckpoint, SaveRunConfig
-from lintf.callbacks.run_directory import run_directory
-from lintf.callbacks.finite_training import NonFiniteError, StopOnNonFinite
-from lintf.checkpoint_io import CheckpointWriteError, VerifiedCheckpointIO, remove_stale_temporaries
-from lintf.checkpoints import UNSAVED_ARGUMENTS, CheckpointError, find_checkpoint, hyperparameter_keys, setting_differences
-from lintf.class_paths import ClassPathError, check_checkpoint_hyperparameters, check_class_paths
-from lintf.config_errors import summarize
-from lintf.config_files import ConfigFileError, integer_batch_limits
-from lintf.plugins import PluginError, check_config_plugins, load_plugins, plugins_in_args
-from lintf.registry import UnknownArgumentError, UnknownNameError
-from lintf.tasks.decoding import Decoding
-from lintf.ops import check_environment
-from lintf.ops._ext import BuildLockError
 from lintf.names import import_class
-from lintf.run_checks import CheckScheduleLength, check_before_fit, check_checkpoint_fits, listed
-from lintf.tensorboard import ReservedVersionTensorBoardLogger, discard_unused_run_directory, reserve_run_directory
-
-USER_ERRORS = (CheckpointError, PluginError, UnknownNameError, UnknownArgumentError, ValueError,
-               MisconfigurationException)
-"""Errors of a bad configuration: reported in one paragraph when they occur before training."""
-RUN_ERRORS = (*USER_ERRORS, BuildLockError, FileNotFoundError)
-"""Errors of bad data, settings or files met while a subcommand runs: one paragraph too (LINTF_DEBUG=1: traceback)."""
-
-
-LINKED_FROM_DATA = ("vocab_size", "max_length")
-"""Task arguments the data module sets (``data.X`` -> ``model.init_args.X``), absent from the parsed config."""
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot run; ``main`` prints its message without a traceback."""
-
-
-class RunFailed(RuntimeError):
-    """A run that started and cannot go on (divergence, a failed save, SIGTERM); ``main`` exits with ``exit_code``."""
-
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
-"""OSErrors of a full disk or a directory the run may not write: one paragraph, not a traceback."""
+from lintf.ops import check_environment
+from lintf.plugins import PluginError, check_config_plugins, load_plugins, plugins_in_args
+from lintf.run.callbacks import LogSamples, PredictionWriter, RunCheckpoint, SaveRunConfig
+from lintf.run.callbacks.finite_training import NonFiniteError, StopOnNonFinite
+from lintf.run.checkpoint_files import CheckpointWriteError, VerifiedCheckpointIO, remove_stale_temporaries
+from lintf.run.checkpoint_search import (LINKED_FROM_DATA, CheckpointError, find_checkpoint, hyperparameter_keys,
+                                         model_settings, search_roots, setting_differences)
+from lintf.run.config_checks import ClassPathError, check_checkpoint_hyperparameters, check_class_paths
+from lintf.run.config_files import ConfigFileError, integer_batch_limits
+from lintf.run.directories import discard_unused_run_directory, reserve_run_directory, run_directory
+from lintf.run.errors import RUN_ERRORS, USER_ERRORS, WRITE_ERRNOS, ConfigError, RunFailed
+from lintf.run.loggers import ReservedVersionTensorBoardLogger, quiet_lightning_notices
+from lintf.run.parsers import LintfArgumentParser, summarize
+from lintf.run.preflight import CheckScheduleLength, check_before_fit, check_checkpoint_fits, listed
+from lintf.tasks.decoding import Decoding
 
 
 def registry_epilog() -> str:
@@ -77,22 +48,6 @@ def registry_epilog() -> str:
         f"registered attentions: {', '.join(lintf.list_attentions())}; "
         f"feature maps: {', '.join(lintf.list_feature_maps())}"
     )
-
-
-class LintfArgumentParser(LightningArgumentParser):
-    """Reports a bad option or value in one paragraph instead of the usage and a union tree."""
-
-    def error(self, message: str, ex: Exception | None = None) -> None:
-        if not self.exit_on_error or os.environ.get("LINTF_DEBUG"):
-            super().error(message, ex)
-        parser = getattr(ex, "subcommand_parser", None) or self
-        prog = parser.prog.replace(" [options]", "")
-        # argparse keeps every option string in _option_string_actions (private, unchanged since Python 2.7)
-        known = [option.lstrip("-") for option in parser._option_string_actions]
-        text = summarize(message, known)
-        text += " " if text.endswith((".", "?")) else ". "
-        sys.stderr.write(f"{prog}: error: {text}Run `{prog} --help` for every option.\n")
-        raise SystemExit(2)
 
 
 class LintfCLI(LightningCLI):
@@ -305,29 +260,6 @@ class LintfCLI(LightningCLI):
             raise ConfigError(summarize(str(error))) from error
 
 
-def model_settings(config: Any) -> dict[str, Any]:
-    """The configured task's arguments (``model.init_args``) that a checkpoint saves, as plain data.
-
-    Without those the data decides (linked at instantiation) and the optimizer and schedule (never saved).
-    """
-    init_args = config.model.get("init_args")
-    settings = init_args.as_dict() if init_args is not None else {}
-    return {key: value for key, value in settings.items() if key not in (*LINKED_FROM_DATA, *UNSAVED_ARGUMENTS)}
-
-
-def search_roots(config: Any) -> list[str]:
-    """Directories that hold this configuration's runs: the logger's save_dir and default_root_dir."""
-    roots = [config.trainer.get("default_root_dir") or os.getcwd()]
-    logger = config.trainer.get("logger")
-    loggers = logger if isinstance(logger, list) else [logger]
-    for item in loggers:
-        init_args = getattr(item, "init_args", None)
-        save_dir = init_args.get("save_dir") if init_args is not None else None
-        if save_dir:
-            roots.insert(0, save_dir)
-    return list(dict.fromkeys(roots))
-
-
 COMMAND_GROUPS = {"data": "lintf.asr.corpora.commands", "asr": "lintf.asr.commands"}
 """``lintf <group> ...`` commands beside LightningCLI's, each a module with ``main(args)``, imported on use."""
 
@@ -341,19 +273,6 @@ def run_command_group(group: str, args: list[str]) -> None:
               file=sys.stderr)
         raise SystemExit(2) from None
     module.main(args)
-
-
-class DropAdvertisement(logging.Filter):
-    """Lightning's log line advertising a cloud logger on every run: not a message about the run."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.getMessage()).startswith("💡 Tip:")
-
-
-def quiet_lightning_notices() -> None:
-    """Drop notices that say nothing about the run (the same ones the test suite filters)."""
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(DropAdvertisement())
-    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
 
 
 def main(args: list[str] | None = None) -> None:

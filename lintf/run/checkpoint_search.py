@@ -1,4 +1,8 @@
-"""Finding and vetting checkpoints for ``--ckpt_path`` before any training starts."""
+"""Finding and vetting the checkpoint of ``--ckpt_path`` (a file, ``last`` or ``best``) before any training starts.
+
+``last`` and ``best`` name the newest such file of this experiment: written by the configured task,
+with the configured model settings, under the directories that hold the configuration's runs.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,8 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from lintf.checkpoint_format import FORMAT, format_of, task_name
-from lintf.checkpoint_io import CheckpointFileError, CheckpointIntegrityError, load_checkpoint_file
+from lintf.run.checkpoint_files import CheckpointFileError, CheckpointIntegrityError, load_checkpoint_file
+from lintf.run.checkpoint_format import FORMAT, UPGRADE_COMMAND, format_of, task_name
 
 
 class CheckpointError(ValueError):
@@ -21,6 +25,8 @@ class CheckpointError(ValueError):
 ALIASES = {"last": "last.ckpt", "best": "best.ckpt"}
 UNSAVED_ARGUMENTS = ("optimizer", "lr_scheduler")
 """Task arguments never saved in a checkpoint's hyper-parameters (the run's optimizer state records them)."""
+LINKED_FROM_DATA = ("vocab_size", "max_length")
+"""Task arguments the data module sets (``data.X`` -> ``model.init_args.X``), absent from the parsed config."""
 
 
 def read_checkpoint(path: str) -> dict[str, Any]:
@@ -46,7 +52,7 @@ def require_current_format(path: str, checkpoint: dict[str, Any]) -> None:
     if format_of(checkpoint) < FORMAT:
         raise CheckpointError(
             f"checkpoint {path} was written by an older lintf (checkpoint format {format_of(checkpoint)}, this "
-            f"lintf reads format {FORMAT}). Write an upgraded copy with `python -m lintf.checkpoint_format {path}` "
+            f"lintf reads format {FORMAT}). Write an upgraded copy with `{UPGRADE_COMMAND} {path}` "
             f"(the original is kept) and pass that to --ckpt_path."
         )
 
@@ -153,7 +159,7 @@ def newest_of_experiment(alias: str, task: str, roots: list[str],
     if unreadable:
         notes.append(f"unreadable: {', '.join(unreadable)}")
     if older:
-        notes.append(f"written by an older lintf: {', '.join(older)} (upgrade with `python -m lintf.checkpoint_format PATH`)")
+        notes.append(f"written by an older lintf: {', '.join(older)} (upgrade with `{UPGRADE_COMMAND} PATH`)")
     raise CheckpointError(
         f"--ckpt_path {alias}: no {filename} written by {task} with this config's model settings under {where} "
         f"{'(' + '; '.join(notes) + ')' if notes else '(none found)'}. Train first (lintf fit ...), give the settings of the run you mean (its "
@@ -193,3 +199,26 @@ def hyperparameter_keys(task_class: type) -> set[str]:
         if "__init__" in vars(cls):
             keys |= set(inspect.signature(cls.__init__).parameters)
     return keys - {"self", "args", "kwargs", *UNSAVED_ARGUMENTS}
+
+
+def model_settings(config: Any) -> dict[str, Any]:
+    """The configured task's arguments (``model.init_args``) that a checkpoint saves, as plain data.
+
+    Without those the data decides (linked at instantiation) and the optimizer and schedule (never saved).
+    """
+    init_args = config.model.get("init_args")
+    settings = init_args.as_dict() if init_args is not None else {}
+    return {key: value for key, value in settings.items() if key not in (*LINKED_FROM_DATA, *UNSAVED_ARGUMENTS)}
+
+
+def search_roots(config: Any) -> list[str]:
+    """Directories that hold this configuration's runs: the logger's save_dir and default_root_dir."""
+    roots = [config.trainer.get("default_root_dir") or os.getcwd()]
+    logger = config.trainer.get("logger")
+    loggers = logger if isinstance(logger, list) else [logger]
+    for item in loggers:
+        init_args = getattr(item, "init_args", None)
+        save_dir = init_args.get("save_dir") if init_args is not None else None
+        if save_dir:
+            roots.insert(0, save_dir)
+    return list(dict.fromkeys(roots))

@@ -2,7 +2,7 @@
 
 Format 2 nests the encoder's options under ``encoder`` (``EncoderConfig``), keeps decoding options out
 of the model, and names position codes ``positions.*``. Format 1 checkpoints (no ``lintf_format``
-key) are upgraded with ``python -m lintf.checkpoint_format OLD.ckpt [NEW.ckpt]``: the weights and
+key) are upgraded with ``python -m lintf.run.checkpoint_format OLD.ckpt [NEW.ckpt]``: the weights and
 hyperparameters carry over; the optimizer state does not (its parameter order changed), so the
 upgraded file serves ``test``, ``predict`` and fine-tuning from its weights, not resuming.
 """
@@ -16,9 +16,10 @@ from typing import Any
 
 import torch
 
-from lintf.checkpoint_io import load_checkpoint_file
+from lintf.run.checkpoint_files import load_checkpoint_file
 
 FORMAT = 2
+UPGRADE_COMMAND = "python -m lintf.run.checkpoint_format"
 ENCODER_FIELDS = ("d_model", "n_layers", "n_heads", "attention", "attention_kwargs", "feature_map",
                   "feature_map_kwargs", "d_ff", "activation", "dropout", "norm")
 DECODING_FIELDS = ("decoder", "beam_width", "lm_order", "lm_text", "lm_weight", "lm_bonus")
@@ -74,8 +75,8 @@ def upgraded_path(path: Path) -> Path:
 
 
 def main(args: list[str] | None = None) -> None:
-    """``python -m lintf.checkpoint_format OLD [NEW]``: write an upgraded copy; the original is kept."""
-    parser = argparse.ArgumentParser(prog="python -m lintf.checkpoint_format", description=__doc__,
+    """``python -m lintf.run.checkpoint_format OLD [NEW]``: write an upgraded copy; the original is kept."""
+    parser = argparse.ArgumentParser(prog=UPGRADE_COMMAND, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("old", type=Path, help="a checkpoint written by an older lintf")
     parser.add_argument("new", type=Path, nargs="?", help="where to write the upgrade (default: OLD-format2.ckpt)")

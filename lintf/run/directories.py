@@ -1,0 +1,76 @@
+"""Run directories: one per run, shared by its config, logs and checkpoints, and never by two runs.
+
+``run_directory(trainer)`` is where a run's files go (its first logger's ``save_dir/name/version``).
+Lightning picks ``version_N`` as one past the highest existing directory, so two runs started
+together both choose the same N and write their events, configs and checkpoints into one
+directory. Here a version is reserved by creating its directory atomically (``mkdir`` fails if
+another run got there first, and the next number is tried): by the default TensorBoard logger
+(``lintf.run.loggers``), and for runs without a logger, whose checkpoints would otherwise all land
+in ``<root>/checkpoints``. A run that stops before it trained or saved gives its directory back.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from lightning.pytorch import Trainer
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+
+RUNS_DIRECTORY = "lightning_logs"
+
+
+def reserve_version(parent: str, version: int = 0) -> int:
+    """The first ``version >= version`` whose ``parent/version_N`` this call created (atomically)."""
+    os.makedirs(parent, exist_ok=True)
+    while True:
+        try:
+            os.mkdir(os.path.join(parent, f"version_{version}"))
+            return version
+        except FileExistsError:
+            version += 1
+
+
+def reserve_run_directory(root: str) -> str:
+    """A new ``root/lightning_logs/version_N`` for a run without a logger, created by this call."""
+    parent = os.path.join(root, RUNS_DIRECTORY)
+    return os.path.join(parent, f"version_{reserve_version(parent)}")
+
+
+def discard_unused_run_directory(directory: str | None) -> None:
+    """Remove ``directory`` (a run directory this process reserved) if the run wrote no checkpoint into it."""
+    if directory and os.path.isdir(directory) and not any(Path(directory).rglob("*.ckpt")):
+        shutil.rmtree(directory, ignore_errors=True)
+        parent = os.path.dirname(directory)
+        if not os.listdir(parent):  # lightning_logs/ itself, if this run made it and nothing else is there
+            os.rmdir(parent)
+
+
+def run_directory(trainer: Trainer) -> str:
+    """``save_dir/name/version`` of the first logger, the directory ModelCheckpoint also uses.
+
+    Without a logger it is ``default_root_dir``. Call on every rank (it broadcasts rank 0's answer).
+    """
+    path = trainer.default_root_dir
+    if trainer.loggers:
+        logger = trainer.loggers[0]
+        if isinstance(logger, (TensorBoardLogger, CSVLogger)):
+            path = logger.log_dir
+        else:
+            if isinstance(logger, WandbLogger) and trainer.is_global_zero:
+                logger.experiment  # noqa: B018  (creates the run, which fixes its id = version)
+            version = logger.version
+            version = version if isinstance(version, str) else f"version_{version}"
+            path = os.path.join(logger.save_dir or trainer.default_root_dir, str(logger.name or ""), version)
+    return trainer.strategy.broadcast(path)
+
+
+def unused_path(path: str) -> str:
+    """``path`` if free, else ``stem-1.ext``, ``stem-2.ext``, ...: files of earlier runs survive."""
+    stem, extension = os.path.splitext(path)
+    candidate, index = path, 0
+    while os.path.exists(candidate):
+        index += 1
+        candidate = f"{stem}-{index}{extension}"
+    return candidate
