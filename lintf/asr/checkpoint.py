@@ -8,7 +8,6 @@ by another task or in an older layout is refused with one paragraph saying why.
 
 from __future__ import annotations
 
-import argparse
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 from lintf.asr.model.task import ASRTask
 from lintf.run.checkpoint_files import CheckpointFileError, load_checkpoint_file
 from lintf.run.checkpoint_format import FORMAT, UPGRADE_COMMAND, format_of, task_name
+from lintf.run.commands import CommandError
 
 FEATURE_SETTINGS = ("hop_ms", "n_mels", "keep_accents")  # SpeechData arguments the model's input depends on
 AUGMENTATION_SETTINGS = ("vtlp", "speed_perturb", "spec_augment", "freq_masks", "freq_width", "time_masks",
@@ -40,11 +40,11 @@ class ASRCheckpoint:
     contents: dict[str, Any]
 
 
-def require_checkpoint(parser: argparse.ArgumentParser, path: str) -> None:
-    """A usage error (exit 2) naming ``path`` unless it is a file."""
+def require_checkpoint(path: str) -> None:
+    """CommandError naming ``path`` unless it is a file."""
     if not Path(path).is_file():
-        parser.error(f"--ckpt {path} is not a file (give an ASRTask checkpoint, e.g. lightning_logs/version_N/"
-                     "checkpoints/best.ckpt)")
+        raise CommandError(f"--ckpt {path} is not a file (give an ASRTask checkpoint, e.g. lightning_logs/version_N/"
+                           "checkpoints/best.ckpt)")
 
 
 def check_written_by_asr(path: str, checkpoint: dict[str, Any]) -> None:
@@ -112,17 +112,16 @@ def load_asr_checkpoint(path: str, settings: tuple[str, ...] = FEATURE_SETTINGS)
     return ASRCheckpoint(task, {key: saved[key] for key in settings if key in saved}, checkpoint)
 
 
-def read_checkpoint_or_exit(parser: argparse.ArgumentParser, path: str,
-                            settings: tuple[str, ...] = FEATURE_SETTINGS) -> ASRCheckpoint:
-    """``load_asr_checkpoint``, or a usage error (exit 2) with its one-paragraph reason.
+def read_asr_checkpoint(path: str, settings: tuple[str, ...] = FEATURE_SETTINGS) -> ASRCheckpoint:
+    """``load_asr_checkpoint`` of the ``--ckpt`` of a ``lintf asr`` command, which reports a refusal in one paragraph.
 
     Args:
-        parser: the command's parser (``parser.error`` reports the refusal).
         path: the ``--ckpt`` argument.
         settings: the SpeechData arguments to return.
+
+    Raises:
+        CommandError: ``path`` is not a file.
+        CheckpointFileError: as ``load_asr_checkpoint``.
     """
-    require_checkpoint(parser, path)
-    try:
-        return load_asr_checkpoint(path, settings)
-    except CheckpointFileError as error:
-        parser.error(str(error))
+    require_checkpoint(path)
+    return load_asr_checkpoint(path, settings)

@@ -4,14 +4,16 @@ The model core (``registry``, ``feature_maps``, ``attention``, ``ops``, ``models
 ``tasks``, ``data``) computes; this package runs it from the command line:
 
     cli.py                 ``lintf``: LintfCLI (LightningCLI: fit, validate, test, predict) and ``main``
-    parsers.py             the parser of the subcommands, and their mistakes in one paragraph
+    commands.py            the other subcommands (``lintf build``, ``lintf checkpoint upgrade``, ...),
+                           functions whose signature and docstring are their options and --help
+    parsers.py             the subcommands' parsers, and their mistakes in one paragraph
     errors.py              the errors a run reports in one paragraph, and its exit statuses
     config_files.py        ``--config`` YAML read before the parser exists; whole-number batch limits
     config_checks.py       which class paths a config or checkpoint may have lintf build
     preflight.py           checks before a subcommand starts (schedule length, resumed settings, weights)
     checkpoint_files.py    the one checkpoint loader; atomic writes, sha256 sidecars, stale temporaries
     checkpoint_search.py   ``--ckpt_path FILE|last|best``: the checkpoint of this experiment, vetted
-    checkpoint_format.py   the checkpoint layout version and the upgrade of older checkpoints
+    checkpoint_format.py   the checkpoint layout version and ``lintf checkpoint upgrade``
     directories.py         run directories: where a run's files go, reserved atomically, given back unused
     loggers.py             TensorBoard with reserved versions, W&B that never blocks, quiet console
     callbacks/             last/best checkpoints, saved configs, predictions, samples, divergence stop

@@ -2,24 +2,23 @@
 
 Format 2 nests the encoder's options under ``encoder`` (``EncoderConfig``), keeps decoding options out
 of the model, and names position codes ``positions.*``. Format 1 checkpoints (no ``lintf_format``
-key) are upgraded with ``python -m lintf.run.checkpoint_format OLD.ckpt [NEW.ckpt]``: the weights and
+key) are upgraded with ``lintf checkpoint upgrade OLD.ckpt [NEW.ckpt]``: the weights and
 hyperparameters carry over; the optimizer state does not (its parameter order changed), so the
 upgraded file serves ``test``, ``predict`` and fine-tuning from its weights, not resuming.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from lintf.run.checkpoint_files import load_checkpoint_file
+from lintf.run.commands import CommandError
 
 FORMAT = 2
-UPGRADE_COMMAND = "python -m lintf.run.checkpoint_format"
+UPGRADE_COMMAND = "lintf checkpoint upgrade"
 ENCODER_FIELDS = ("d_model", "n_layers", "n_heads", "attention", "attention_kwargs", "feature_map",
                   "feature_map_kwargs", "d_ff", "activation", "dropout", "norm")
 DECODING_FIELDS = ("decoder", "beam_width", "lm_order", "lm_text", "lm_weight", "lm_bonus")
@@ -74,24 +73,30 @@ def upgraded_path(path: Path) -> Path:
     return path.with_name(f"{path.stem}-format{FORMAT}{path.suffix}")
 
 
-def main(args: list[str] | None = None) -> None:
-    """``python -m lintf.run.checkpoint_format OLD [NEW]``: write an upgraded copy; the original is kept."""
-    parser = argparse.ArgumentParser(prog=UPGRADE_COMMAND, description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("old", type=Path, help="a checkpoint written by an older lintf")
-    parser.add_argument("new", type=Path, nargs="?", help="where to write the upgrade (default: OLD-format2.ckpt)")
-    options = parser.parse_args(args)
-    if not options.old.is_file():
-        parser.error(f"{options.old} is not a file")
-    new = options.new or upgraded_path(options.old)
+def upgrade_file(old: Path, new: Path | None = None, /) -> Path:
+    """Write a copy of a checkpoint of an older lintf in the current format; the original is kept.
+
+    The weights and hyperparameters carry over; the optimizer state does not (its parameter order
+    changed), so the copy serves ``test``, ``predict`` and fine-tuning from its weights, not resuming.
+
+        lintf checkpoint upgrade lightning_logs/version_3/checkpoints/best.ckpt
+
+    Args:
+        old: a checkpoint written by an older lintf.
+        new: where to write the upgrade (default: OLD-format2.ckpt beside it); nothing is overwritten.
+    """
+    if not old.is_file():
+        raise CommandError(f"{old} is not a file")
+    new = new or upgraded_path(old)
     if new.exists():
-        parser.error(f"{new} exists; give another NEW path (nothing is overwritten)")
-    checkpoint = load_checkpoint_file(options.old)
+        raise CommandError(f"{new} exists; give another NEW path (nothing is overwritten)")
+    checkpoint = load_checkpoint_file(old)
     if format_of(checkpoint) >= FORMAT:
-        parser.error(f"{options.old} is already in checkpoint format {FORMAT}; nothing to upgrade")
+        raise CommandError(f"{old} is already in checkpoint format {FORMAT}; nothing to upgrade")
     torch.save(upgrade(checkpoint), new)
-    print(f"wrote {new} (weights and hyperparameters of {options.old}; the optimizer state is not carried over)")
+    print(f"wrote {new} (weights and hyperparameters of {old}; the optimizer state is not carried over)")
+    return new
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+COMMANDS = {"upgrade": upgrade_file}
+"""``lintf checkpoint <name>``."""

@@ -1,14 +1,15 @@
-"""The ``lintf`` command: LightningCLI over every task and data module, in subclass mode.
+"""The ``lintf`` command: LightningCLI over every task and data module, in subclass mode, and the other subcommands.
 
 ``lintf fit --config configs/copy.yaml`` trains; ``validate``, ``test`` and ``predict`` take the
 same configs. Plugins are imported before the parser is built, so their attentions and feature
 maps are valid names. Mistakes in the configuration end in one paragraph, not a traceback
-(set LINTF_DEBUG=1 to see it anyway).
+(set LINTF_DEBUG=1 to see it anyway). ``main`` runs the other subcommands (``lintf build``,
+``lintf checkpoint upgrade``, ``lintf data`` and ``lintf asr``: ``lintf.run.commands``) itself;
+``lintf --help`` lists them all.
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import os
 import signal
@@ -32,6 +33,7 @@ from lintf.run.callbacks.finite_training import NonFiniteError, StopOnNonFinite
 from lintf.run.checkpoint_files import CheckpointWriteError, VerifiedCheckpointIO, remove_stale_temporaries
 from lintf.run.checkpoint_search import (LINKED_FROM_DATA, CheckpointError, find_checkpoint, hyperparameter_keys,
                                          model_settings, search_roots, setting_differences)
+from lintf.run.commands import TRAINER_SUBCOMMANDS, Command, all_commands, find_command, run_command
 from lintf.run.config_checks import ClassPathError, check_checkpoint_hyperparameters, check_class_paths
 from lintf.run.config_files import ConfigFileError, integer_batch_limits
 from lintf.run.directories import discard_unused_run_directory, reserve_run_directory, run_directory
@@ -50,16 +52,22 @@ def registry_epilog() -> str:
     )
 
 
+DESCRIPTION = ("lintf: linear transformers (Katharopoulos et al. 2020) on PyTorch Lightning.\n"
+               "`lintf <subcommand> --help` describes each subcommand.")
+
+
 class LintfCLI(LightningCLI):
     """LightningCLI with lintf's tasks, links, callbacks, plugins and checkpoint checks.
 
     Args:
         args: command line (without the program name); None reads ``sys.argv``.
         run: run the subcommand (False only parses and instantiates).
+        commands: the other subcommands, which ``main`` runs: listed by ``lintf --help`` (default: all).
     """
 
-    def __init__(self, args: list[str] | None = None, run: bool = True) -> None:
+    def __init__(self, args: list[str] | None = None, run: bool = True, commands: tuple[Command, ...] | None = None) -> None:
         argv = sys.argv[1:] if args is None else args
+        self.other_commands = all_commands() if commands is None else commands
         try:
             check_environment()  # the ops' LINTF_* settings, read late by the ops themselves
         except ValueError as error:
@@ -70,6 +78,7 @@ class LintfCLI(LightningCLI):
         from lintf.tasks import TransformerTask
 
         epilog = {"epilog": registry_epilog()}
+        main_parser = {"prog": "lintf", "description": DESCRIPTION}
         try:
             super().__init__(
                 model_class=TransformerTask,
@@ -80,7 +89,7 @@ class LintfCLI(LightningCLI):
                 auto_configure_optimizers=False,
                 seed_everything_default=0,
                 parser_class=LintfArgumentParser,
-                parser_kwargs={"allow_abbrev": False,
+                parser_kwargs={"allow_abbrev": False, **main_parser,
                                **{name: {**epilog, "allow_abbrev": False} for name in self.subcommands()}},
                 args=args,
                 run=run,
@@ -120,6 +129,19 @@ class LintfCLI(LightningCLI):
         for directory in [*reserved, getattr(self, "reserved_run_directory", None)]:
             discard_unused_run_directory(directory)
 
+    def setup_parser(self, add_subcommands: bool, main_kwargs: dict[str, Any], subparser_kwargs: dict[str, Any]) -> None:
+        """LightningCLI's parser, whose subcommands ``lintf --help`` lists one line each, with the other commands."""
+        super().setup_parser(add_subcommands, main_kwargs, subparser_kwargs)
+        action = getattr(self.parser, "subcommands_action", None)
+        if not add_subcommands or action is None:
+            return
+        # argparse lists subcommands through _choices_actions (private, unchanged since Python 3.2); Lightning
+        # sets their help to the first paragraph of Trainer.fit's docstring and the like.
+        for choice in action._choices_actions:
+            choice.help = TRAINER_SUBCOMMANDS.get(choice.dest, choice.help)
+        for command in self.other_commands:  # run by main before this parser; here for --help and its errors
+            action.add_subcommand(command.name, self.parser_class(description=command.summary), help=command.summary)
+
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_argument(
             "--plugins", type=list[str] | str, default=[],
@@ -143,6 +165,8 @@ class LintfCLI(LightningCLI):
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
+        if subcommand not in (None, *self.subcommands()):
+            raise ConfigError(f"`lintf {subcommand}` takes no options before its name: run lintf {subcommand} ...")
         raw = sys.argv[1:] if args is None else args
         self.batch_limits = integer_batch_limits(raw) if isinstance(raw, list | tuple) else {}
         config = self.config[subcommand] if subcommand else self.config
@@ -260,28 +284,14 @@ class LintfCLI(LightningCLI):
             raise ConfigError(summarize(str(error))) from error
 
 
-COMMAND_GROUPS = {"data": "lintf.asr.corpora.commands", "asr": "lintf.asr.commands"}
-"""``lintf <group> ...`` commands beside LightningCLI's, each a module with ``main(args)``, imported on use."""
-
-
-def run_command_group(group: str, args: list[str]) -> None:
-    """``lintf data ...`` / ``lintf asr ...``: the speech workflows, which need the ``[speech]`` extra."""
-    try:
-        module = importlib.import_module(COMMAND_GROUPS[group])
-    except ImportError as error:
-        print(f"lintf {group}: error: {error}. The speech commands need the speech extra: pip install \"lintf[speech]\"",
-              file=sys.stderr)
-        raise SystemExit(2) from None
-    module.main(args)
-
-
 def main(args: list[str] | None = None) -> None:
-    """Entry point of the ``lintf`` console script; ``lintf data|asr ...`` run the speech workflows."""
+    """Entry point of the ``lintf`` console script: fit, validate, test, predict, or another subcommand."""
     argv = sys.argv[1:] if args is None else args
     quiet_lightning_notices()
-    if argv[:1] and argv[0] in COMMAND_GROUPS:
-        return run_command_group(argv[0], argv[1:])
     try:
+        command = find_command(argv[0]) if argv[:1] else None
+        if command is not None:
+            return run_command(command, argv[1:])
         LintfCLI(args)
     except (ConfigError, ConfigFileError, PluginError) as error:
         if os.environ.get("LINTF_DEBUG"):

@@ -3,6 +3,7 @@
 A mistake of the user (a bad option, config, checkpoint or input file) ends in ``lintf <subcommand>:
 error: <one paragraph>`` and exit status 2; a run that started and cannot go on (divergence, a failed
 save) in exit status 1, or 128 + the signal that stopped it. LINTF_DEBUG=1 shows the traceback instead.
+The other subcommands report their own mistakes alike (``lintf.run.commands.CommandError``).
 """
 
 from __future__ import annotations

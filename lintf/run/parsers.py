@@ -1,10 +1,11 @@
-"""The parser of ``lintf``'s subcommands, and their mistakes reported in one readable paragraph.
+"""The parsers of ``lintf``'s subcommands, and their mistakes reported in one readable paragraph.
 
 A typo in a subclass-mode config makes jsonargparse print the whole usage and a tree of union
 alternatives ("Expected a <class 'NoneType'>", "Given value: Namespace(...)"). The user needs
 three things: which key, what was wrong, what is allowed (with a close match if there is one).
-``LintfArgumentParser`` prints ``<prog>: error: <one paragraph>`` and exits with status 2
-(LINTF_DEBUG=1 keeps jsonargparse's own report).
+``LintfArgumentParser`` (fit, validate, test, predict) and ``CommandParser`` (every other
+subcommand) print ``<prog>: error: <one paragraph>`` and exit with status 2 (LINTF_DEBUG=1 keeps
+jsonargparse's own report).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import os
 import re
 import sys
 import typing
-from collections.abc import Iterable
-from typing import NoReturn
+from collections.abc import Iterable, Sequence
+from typing import Any, NoReturn
 
+from jsonargparse import ArgumentParser, DefaultHelpFormatter
 from lightning.pytorch.cli import LightningArgumentParser
 
 NOISE = re.compile(
@@ -118,4 +120,51 @@ class OneParagraphErrors:
 
 
 class LintfArgumentParser(OneParagraphErrors, LightningArgumentParser):
-    """The parser of ``lintf fit|validate|test|predict``."""
+    """The parser of ``lintf fit|validate|test|predict``; keeps its subcommands' action for ``lintf --help``."""
+
+    subcommands_action: Any = None
+
+    def add_subcommands(self, *args: Any, **kwargs: Any) -> Any:
+        self.subcommands_action = super().add_subcommands(*args, **kwargs)
+        return self.subcommands_action
+
+
+class CommandHelpFormatter(DefaultHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """jsonargparse's help, with descriptions printed as written (their example command lines intact)."""
+
+
+class CommandParser(OneParagraphErrors, ArgumentParser):
+    """The parser of a ``lintf`` subcommand beside fit/validate/test/predict (``lintf build``, ``lintf asr vtln``, ...).
+
+    Options are spelled with dashes (``--train-manifest``); the spelling with underscores, as in the
+    option's Python name and in LightningCLI's options (``--train_manifest``), is read as the same option.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", CommandHelpFormatter)
+        kwargs.setdefault("allow_abbrev", False)  # as fit's: a misspelt option is an error, not a guess
+        super().__init__(*args, **kwargs)
+        self.spellings: dict[str, str] = {}
+        """``--with_underscores`` -> ``--with-dashes`` for the options of this parser and its subcommands."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> Any:
+        action = super().add_argument(*args, **kwargs)
+        for option in getattr(action, "option_strings", args):
+            if option.startswith("--") and "-" in option[2:]:
+                self.spellings[option[:2] + option[2:].replace("-", "_")] = option
+        return action
+
+    def parse_args(self, args: Sequence[str] | None = None, *rest: Any, **kwargs: Any) -> Any:
+        args = sys.argv[1:] if args is None else list(args)
+        return super().parse_args(respelled(args, self.spellings), *rest, **kwargs)
+
+
+def respelled(args: list[str], spellings: dict[str, str]) -> list[str]:
+    """``args`` with each ``--option[=value]`` named in ``spellings`` spelled as it says (up to a ``--``)."""
+    spelled = []
+    for index, arg in enumerate(args):
+        if arg == "--":
+            return spelled + args[index:]
+        name, equals, value = arg.partition("=")
+        spelled.append(spellings.get(name, name) + equals + value if arg.startswith("--") else arg)
+    return spelled

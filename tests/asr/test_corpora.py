@@ -8,13 +8,13 @@ import wave
 
 import pytest
 
-from lintf.asr.corpora.commands import main as data_main
 from lintf.asr.corpora.czech_dialogue import GAME_DATA_DIR, build_czech_dialogue_corpus, transcripts
 from lintf.asr.corpora.librivox import LIBRIVOX_DIR, build_librivox_manifest
 from lintf.asr.corpora.manifest import read_manifest
 from lintf.asr.corpora.sentences import language_model_text, split_sentences
 from lintf.asr.corpora.synthetic import build_synth_corpus
 from lintf.asr.corpora.voices import ESPEAK_ACCENTS, ESPEAK_VARIANTS, FESTIVAL_VOICES, concrete_voice, parse_voice
+from lintf.run.cli import main
 
 needs_flite = pytest.mark.skipif(shutil.which("flite") is None, reason="apt-get install flite")
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="apt-get install espeak-ng")
@@ -147,7 +147,7 @@ def test_synth_rejects_bad_voices(tmp_path):
 def test_missing_flite_names_the_package(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SystemExit) as exit_info:
-        data_main(["synth-speech", "--out", str(tmp_path / "c"), "--train_size", "1"])
+        main(["data", "synth-speech", "--out", str(tmp_path / "c"), "--train_size", "1"])
     assert exit_info.value.code == 2
     assert "apt-get install -y flite" in capsys.readouterr().err
 
@@ -162,7 +162,7 @@ def test_missing_festival_voice_names_its_package(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not os.path.isdir(LIBRIVOX_DIR), reason="apt-get install pocketsphinx-testdata")
 def test_librivox_manifest(tmp_path, capsys):
-    data_main(["librivox", "--out", str(tmp_path / "librivox.jsonl")])
+    main(["data", "librivox", "--out", str(tmp_path / "librivox.jsonl")])
     entries = read_manifest(tmp_path / "librivox.jsonl")
     assert len(entries) == 5 and entries[1].text == "he was not an ill disposed young man"
     assert "librivox: 5 utterances" in capsys.readouterr().out

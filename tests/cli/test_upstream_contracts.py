@@ -13,6 +13,7 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from lintf.run.loggers import ReservedVersionTensorBoardLogger
+from lintf.run.parsers import LintfArgumentParser
 
 
 def test_lightning_cli_builds_the_trainer_through_instantiate_trainer_private():
@@ -33,6 +34,19 @@ def test_argparse_lists_its_option_strings():
     parser = argparse.ArgumentParser()
     parser.add_argument("--trainer.max_steps")
     assert "--trainer.max_steps" in parser._option_string_actions
+
+
+def test_subcommands_are_listed_with_the_help_of_their_choices_actions(capsys):
+    # LintfCLI.setup_parser gives fit/validate/test/predict their line of `lintf --help` through _choices_actions.
+    parser = LintfArgumentParser(prog="lintf")
+    action = parser.add_subcommands()
+    assert parser.subcommands_action is action
+    action.add_subcommand("fit", LintfArgumentParser(), help="Lightning's text.")
+    [choice] = action._choices_actions
+    assert choice.dest == "fit" and choice.help == "Lightning's text."
+    choice.help = "lintf's text."
+    parser.print_help()
+    assert "lintf's text." in capsys.readouterr().out
 
 
 def test_lightning_cli_merges_checkpoint_settings_through_parse_ckpt_path_private():

@@ -7,9 +7,10 @@ import os
 import pytest
 import torch
 
-from lintf.run.checkpoint_format import FORMAT, main as upgrade_main, upgrade
+from lintf.run.checkpoint_format import FORMAT, upgrade
 from lintf.run.checkpoint_search import CheckpointError, resolve_checkpoint
 from lintf.models import EncoderConfig
+from lintf.run.cli import main
 from lintf.tasks import CopyTask, ImageGenerationTask
 
 COPY = "lintf.tasks.copy.CopyTask"
@@ -40,7 +41,7 @@ def test_only_unreadable_or_older_checkpoints_name_them(tmp_path):
     write(old, {"lintf_task": COPY, "state_dict": {}}, 1_000)
     with pytest.raises(CheckpointError) as error:
         resolve_checkpoint("last", COPY, [str(tmp_path)])
-    assert f"unreadable: {broken}" in str(error.value) and "python -m lintf.run.checkpoint_format" in str(error.value)
+    assert f"unreadable: {broken}" in str(error.value) and "lintf checkpoint upgrade" in str(error.value)
     with pytest.raises(CheckpointError, match="written by an older lintf"):
         resolve_checkpoint(str(old), COPY, [str(tmp_path)])
 
@@ -71,11 +72,11 @@ def test_upgrade_command_keeps_the_original(tmp_path, capsys):
     old = tmp_path / "old.ckpt"
     torch.save(format_one(CopyTask(12, 24, EncoderConfig(d_model=16, n_layers=1, n_heads=2))), old)
     before = old.read_bytes()
-    upgrade_main([str(old)])
+    main(["checkpoint", "upgrade", str(old)])
     new = tmp_path / f"old-format{FORMAT}.ckpt"
     assert old.read_bytes() == before and torch.load(new, weights_only=True)["lintf_format"] == FORMAT
     with pytest.raises(SystemExit):
-        upgrade_main([str(old)])  # the upgrade exists: never overwritten
+        main(["checkpoint", "upgrade", str(old)])  # the upgrade exists: never overwritten
     assert "exists" in capsys.readouterr().err
 
 
@@ -96,7 +97,6 @@ def flip_a_byte_inside_a_tensor(path, tensor: torch.Tensor) -> None:
 
 
 def test_a_flipped_byte_is_reported_not_loaded(tmp_path, capsys):
-    from lintf.run.cli import main
     from tests.cli.helpers import run, tiny
 
     run(tiny(tmp_path, "--trainer.max_steps", "2", "--trainer.val_check_interval", "2", "--trainer.limit_val_batches", "1"))

@@ -108,7 +108,7 @@ def test_an_older_format_is_refused_with_the_upgrade_command(trained, tmp_path, 
     ckpt = saved_copy(trained, tmp_path / "old.ckpt", lintf_format=1)
     message = refusal("lm-sweep", ckpt, trained, tmp_path, capsys)
     assert "written by an older lintf (checkpoint format 1" in message
-    assert f"`python -m lintf.run.checkpoint_format {ckpt}`" in message
+    assert f"`lintf checkpoint upgrade {ckpt}`" in message
 
 
 def test_a_good_checkpoint_with_its_digest_still_runs(trained, tmp_path, capsys):

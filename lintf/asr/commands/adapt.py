@@ -1,19 +1,4 @@
-"""Unsupervised speaker adaptation: fine-tune a checkpoint on its own transcripts of one speaker.
-
-All utterances of ``--manifest`` should be one speaker (a held-out voice). The model transcribes them
-with the decoding of ``--config`` (its ``decoding:`` section: beam search + LM), is fine-tuned on those
-transcripts mixed with labelled training utterances, and transcribes again, for ``--rounds`` rounds
-(``lintf.asr.adaptation.self_training``). The adaptation reads no reference transcript; the CER/WER of
-every round are printed only to report it. Choose settings on the dev voice, then apply them to the
-test voice once; the adapted checkpoint is then scored by ``lintf test`` like any other:
-
-    lintf asr adapt --ckpt CKPT --manifest data/speech/synth/dev.jsonl --warp 1.05
-    lintf asr adapt --ckpt CKPT --manifest data/speech/synth/test.jsonl --warp W --adapted adapted_rms.ckpt
-    lintf test --config configs/asr_synth.yaml --ckpt_path adapted_rms.ckpt   # no test_warp: adapted unwarped
-
-``--warp`` is the speaker's VTLN warp (``lintf asr vtln``) for the first transcripts only. The
-fine-tuning uses the features and training augmentation saved with the checkpoint's data module.
-"""
+"""``lintf asr adapt``: unsupervised speaker adaptation, fine-tuning a checkpoint on its own transcripts of one speaker."""
 
 from __future__ import annotations
 
@@ -26,12 +11,13 @@ import yaml
 from torchmetrics.functional.text import char_error_rate, word_error_rate
 
 from lintf.asr.adaptation.self_training import AdaptationSettings, adapt_to_speaker
-from lintf.asr.checkpoint import AUGMENTATION_SETTINGS, FEATURE_SETTINGS, ASRCheckpoint, read_checkpoint_or_exit
+from lintf.asr.checkpoint import AUGMENTATION_SETTINGS, FEATURE_SETTINGS, ASRCheckpoint, read_asr_checkpoint
 from lintf.asr.commands.report import default_out, write_report
 from lintf.asr.data.speech_data import SpeechData
 from lintf.asr.decoding.options import CTCDecoding
 from lintf.asr.text import normalize_text
 from lintf.run.checkpoint_files import VerifiedCheckpointIO
+from lintf.run.commands import CommandError
 
 
 def decoding_of(config: str) -> CTCDecoding:
@@ -92,35 +78,55 @@ def write_results(rows: list[dict], args: argparse.Namespace) -> None:
     write_report(args.out, "asr_adapt", lines, {"settings": vars(args), "results": rows})
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ckpt", required=True, help="ASRTask checkpoint")
-    parser.add_argument("--manifest", default="data/speech/synth/dev.jsonl", help="one speaker's utterances")
-    parser.add_argument("--config", default="configs/asr_synth.yaml", help="lintf config whose decoding: is used")
-    parser.add_argument("--train-manifest", default="data/speech/synth/train.jsonl", help="labelled utterances mixed in")
-    parser.add_argument("--warp", type=float, default=1.0, help="VTLN warp of the first transcripts (lintf asr vtln)")
-    defaults = AdaptationSettings()
-    parser.add_argument("--rounds", type=int, default=defaults.rounds)
-    parser.add_argument("--steps", type=int, default=defaults.steps, help="optimizer steps per round")
-    parser.add_argument("--lr", type=float, default=defaults.lr)
-    parser.add_argument("--repeat", type=int, default=defaults.repeat, help="copies of each pseudo-labelled utterance")
-    parser.add_argument("--labelled", type=int, default=defaults.labelled, help="labelled training utterances mixed in")
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--limit", type=int, default=None, help="adapt on the first N utterances only")
-    parser.add_argument("--adapted", default=None, help="write the adapted checkpoint here")
-    parser.add_argument("--out", default=None, help="directory of asr_adapt.md/.json (default: <run>/asr_adapt)")
+DEFAULTS = AdaptationSettings()
 
 
-def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+def adapt_command(ckpt: str, manifest: str = "data/speech/synth/dev.jsonl", config: str = "configs/asr_synth.yaml",
+                  train_manifest: str = "data/speech/synth/train.jsonl", warp: float = 1.0,
+                  rounds: int = DEFAULTS.rounds, steps: int = DEFAULTS.steps, lr: float = DEFAULTS.lr,
+                  repeat: int = DEFAULTS.repeat, labelled: int = DEFAULTS.labelled, seed: int = DEFAULTS.seed,
+                  batch_size: int = 16, limit: int | None = None, adapted: str | None = None,
+                  out: str | None = None) -> None:
+    """Adapt a checkpoint to one speaker (self-training).
+
+    Unsupervised: the checkpoint is fine-tuned on its own transcripts of the speaker. All utterances of --manifest should be one speaker (a held-out voice). The model transcribes them
+    with the decoding of --config (its decoding: section: beam search + LM), is fine-tuned on those
+    transcripts mixed with labelled training utterances, and transcribes again, for --rounds rounds
+    (lintf.asr.adaptation.self_training). The adaptation reads no reference transcript; the CER/WER of
+    every round are printed only to report it. Choose settings on the dev voice, then apply them to the
+    test voice once; the adapted checkpoint is then scored by lintf test like any other:
+
+        lintf asr adapt --ckpt CKPT --manifest data/speech/synth/dev.jsonl --warp 1.05
+        lintf asr adapt --ckpt CKPT --manifest data/speech/synth/test.jsonl --warp W --adapted adapted_rms.ckpt
+        lintf test --config configs/asr_synth.yaml --ckpt_path adapted_rms.ckpt   # no test_warp: adapted unwarped
+
+    --warp is the speaker's VTLN warp (lintf asr vtln) for the first transcripts only. The
+    fine-tuning uses the features and training augmentation saved with the checkpoint's data module.
+
+    Args:
+        ckpt: ASRTask checkpoint.
+        manifest: one speaker's utterances.
+        config: lintf config whose decoding: is used.
+        train_manifest: labelled utterances mixed in.
+        warp: VTLN warp of the first transcripts (lintf asr vtln), in [0.7, 1.3].
+        rounds: transcribe-then-fine-tune rounds.
+        steps: optimizer steps per round.
+        lr: AdamW learning rate of the fine-tuning (constant).
+        repeat: copies of each pseudo-labelled utterance.
+        labelled: labelled training utterances mixed in.
+        seed: seed of the labelled draw and of the batch order.
+        batch_size: utterances per batch.
+        limit: adapt on the first N utterances only.
+        adapted: write the adapted checkpoint here.
+        out: directory of asr_adapt.md/.json (default: <run>/asr_adapt).
+    """
+    args = argparse.Namespace(**locals())  # the command's settings, saved with its report
     if not 0.7 <= args.warp <= 1.3:
-        parser.error(f"--warp must lie in [0.7, 1.3] (1 is no warp), got {args.warp}")
+        raise CommandError(f"--warp must lie in [0.7, 1.3] (1 is no warp), got {args.warp}")
     if not Path(args.config).is_file():
-        parser.error(f"--config {args.config} is not a file")
-    try:
-        settings = AdaptationSettings(args.rounds, args.steps, args.lr, args.repeat, args.labelled, args.seed)
-    except ValueError as error:
-        parser.error(str(error))
-    checkpoint = read_checkpoint_or_exit(parser, args.ckpt, FEATURE_SETTINGS + AUGMENTATION_SETTINGS)
+        raise CommandError(f"--config {args.config} is not a file")
+    settings = AdaptationSettings(args.rounds, args.steps, args.lr, args.repeat, args.labelled, args.seed)
+    checkpoint = read_asr_checkpoint(args.ckpt, FEATURE_SETTINGS + AUGMENTATION_SETTINGS)
     args.out = args.out or str(default_out(args.ckpt, "asr_adapt"))
     rows = adapt(args, settings, checkpoint)
     if args.adapted:

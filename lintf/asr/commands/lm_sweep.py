@@ -1,15 +1,4 @@
-"""Tune the character language model of CTC beam search: CER/WER for each (order, weight, bonus).
-
-The acoustic model runs once over the manifest; every setting then only re-decodes its
-log-probabilities. Tune on a held-out manifest (the dev voice), then test the chosen setting once:
-
-    lintf asr lm-sweep --ckpt CKPT --manifest data/speech/synth/dev.jsonl --lm-text data/speech/synth/lm.txt
-    lintf test --config configs/asr_synth.yaml --ckpt_path CKPT --decoding.lm_weight 1.0 --decoding.lm_bonus 2
-
-The language model is built from ``--lm-text`` (one sentence per line, e.g. the corpus's lm.txt) or
-else the transcripts of ``--train-manifest`` (the model's training text); the features (``hop_ms``,
-``n_mels``) are those saved with the checkpoint's data module.
-"""
+"""``lintf asr lm-sweep``: tune the character language model of CTC beam search."""
 
 from __future__ import annotations
 
@@ -20,13 +9,14 @@ import torch
 from torchmetrics.functional.text import char_error_rate, word_error_rate
 from tqdm import tqdm
 
-from lintf.asr.checkpoint import ASRCheckpoint, read_checkpoint_or_exit
+from lintf.asr.checkpoint import ASRCheckpoint, read_asr_checkpoint
 from lintf.asr.commands.report import default_out, write_report
 from lintf.asr.data.speech_data import SpeechData
 from lintf.asr.decoding.char_ngram import CharNGram, LanguageModelScorer, read_lm_text
 from lintf.asr.decoding.ctc import prefix_beam_search
 from lintf.asr.model.task import ASRTask
 from lintf.asr.text import CharVocabulary
+from lintf.run.commands import CommandError
 
 
 def acoustic_scores(task: ASRTask, data: SpeechData, limit: int | None) -> tuple[list[torch.Tensor], list[str]]:
@@ -78,27 +68,43 @@ def write_results(rows: list[dict], args: argparse.Namespace) -> None:
     write_report(args.out, "asr_lm_sweep", lines, {"settings": vars(args), "results": rows})
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ckpt", required=True, help="ASRTask checkpoint")
-    parser.add_argument("--manifest", default="data/speech/synth/val.jsonl", help="manifest decoded (tune on val or dev)")
-    parser.add_argument("--train-manifest", default="data/speech/synth/train.jsonl", help="text of the LM")
-    parser.add_argument("--lm-text", default=None, help="text of the LM, one sentence per line (default: the "
-                        "training transcripts)")
-    parser.add_argument("--orders", type=int, nargs="+", default=[0, 4, 6, 8])
-    parser.add_argument("--weights", type=float, nargs="+", default=[0.3, 0.5, 0.8])
-    parser.add_argument("--bonuses", type=float, nargs="+", default=[0.0, 1.0, 2.0])
-    parser.add_argument("--beam-width", type=int, default=8)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--limit", type=int, default=None, help="decode only the first N utterances")
-    parser.add_argument("--test-warp", type=float, default=1.0, help="filterbank warp of the speaker (lintf asr vtln)")
-    parser.add_argument("--out", default=None, help="directory of asr_lm_sweep.md/.json (default: <run>/asr_lm_sweep)")
+def lm_sweep(ckpt: str, manifest: str = "data/speech/synth/val.jsonl",
+             train_manifest: str = "data/speech/synth/train.jsonl", lm_text: str | None = None,
+             orders: list[int] = [0, 4, 6, 8], weights: list[float] = [0.3, 0.5, 0.8],  # noqa: B006  (never mutated)
+             bonuses: list[float] = [0.0, 1.0, 2.0], beam_width: int = 8, batch_size: int = 16,  # noqa: B006
+             limit: int | None = None, test_warp: float = 1.0, out: str | None = None) -> None:
+    """Tune the character LM of CTC beam search.
 
+    CER/WER for each (order, weight, bonus).
+    The acoustic model runs once over the manifest; every setting then only re-decodes its
+    log-probabilities. Tune on a held-out manifest (the dev voice), then test the chosen setting once:
 
-def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+        lintf asr lm-sweep --ckpt CKPT --manifest data/speech/synth/dev.jsonl --lm-text data/speech/synth/lm.txt
+        lintf test --config configs/asr_synth.yaml --ckpt_path CKPT --decoding.lm_weight 1.0 --decoding.lm_bonus 2
+
+    The language model is built from --lm-text (one sentence per line, e.g. the corpus's lm.txt) or
+    else the transcripts of --train-manifest (the model's training text); the features (hop_ms,
+    n_mels) are those saved with the checkpoint's data module.
+
+    Args:
+        ckpt: ASRTask checkpoint.
+        manifest: manifest decoded (tune on val or dev).
+        train_manifest: its transcripts are the text of the LM when lm_text is not given.
+        lm_text: text of the LM, one sentence per line (default: the training transcripts).
+        orders: orders of the character n-gram; 0 is no language model.
+        weights: weights of the LM's log-probabilities.
+        bonuses: scores added per emitted character.
+        beam_width: prefixes kept by the beam search.
+        batch_size: utterances per batch of the acoustic model.
+        limit: decode only the first N utterances.
+        test_warp: filterbank warp of the speaker (lintf asr vtln), in [0.7, 1.3].
+        out: directory of asr_lm_sweep.md/.json (default: <run>/asr_lm_sweep).
+    """
+    args = argparse.Namespace(**locals())  # the command's settings, saved with its report
     if any(o < 0 for o in args.orders) or args.beam_width < 1:
-        parser.error("orders must be >= 0 and --beam-width >= 1")
+        raise CommandError("orders must be >= 0 and --beam-width >= 1")
     if not 0.7 <= args.test_warp <= 1.3:
-        parser.error(f"--test-warp must lie in [0.7, 1.3] (1 is no warp), got {args.test_warp}")
-    checkpoint = read_checkpoint_or_exit(parser, args.ckpt)
+        raise CommandError(f"--test-warp must lie in [0.7, 1.3] (1 is no warp), got {args.test_warp}")
+    checkpoint = read_asr_checkpoint(args.ckpt)
     args.out = args.out or str(default_out(args.ckpt, "asr_lm_sweep"))
     write_results(sweep(args, checkpoint), args)
