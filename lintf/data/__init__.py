@@ -1,6 +1,6 @@
 """LightningDataModules, one file per task. Each exposes ``vocab_size`` and ``max_length``,
-which the CLI links to the task's arguments of the same name. Speech data lives with the speech
-task in ``lintf.asr``."""
+which the CLI links to the task's arguments of the same name. The data of an example task that
+lives in a package of its own lives there too."""
 
 from lintf.data.copy import CopyData
 from lintf.data.images import ImageData

@@ -4,8 +4,9 @@ The model core (``registry``, ``feature_maps``, ``attention``, ``ops``, ``models
 ``tasks``, ``data``) computes; this package runs it from the command line:
 
     cli.py                 ``lintf``: LintfCLI (LightningCLI: fit, validate, test, predict) and ``main``
-    commands.py            the other subcommands (``lintf build``, ``lintf checkpoint upgrade``, ...),
+    commands.py            the other subcommands (``lintf build``, ``lintf checkpoint upgrade``, extensions'),
                            functions whose signature and docstring are their options and --help
+    extensions.py          the ``lintf.extensions`` entry points (example tasks add commands, upgrades)
     parsers.py             the subcommands' parsers, and their mistakes in one paragraph
     errors.py              the errors a run reports in one paragraph, and its exit statuses
     config_files.py        ``--config`` YAML read before the parser exists; whole-number batch limits

@@ -5,10 +5,15 @@ of the model, and names position codes ``positions.*``. Format 1 checkpoints (no
 key) are upgraded with ``lintf checkpoint upgrade OLD.ckpt [NEW.ckpt]``: the weights and
 hyperparameters carry over; the optimizer state does not (its parameter order changed), so the
 upgraded file serves ``test``, ``predict`` and fine-tuning from its weights, not resuming.
+
+What else an upgrade renames (tasks that moved, their renamed arguments and weights, options that
+are decoding options now) the tasks' extensions register with ``register_format_upgrade``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +21,54 @@ import torch
 
 from lintf.run.checkpoint_files import load_checkpoint_file
 from lintf.run.commands import CommandError
+from lintf.run.extensions import load_extensions
 
 FORMAT = 2
 UPGRADE_COMMAND = "lintf checkpoint upgrade"
 ENCODER_FIELDS = ("d_model", "n_layers", "n_heads", "attention", "attention_kwargs", "feature_map",
                   "feature_map_kwargs", "d_ff", "activation", "dropout", "norm")
-DECODING_FIELDS = ("decoder", "beam_width", "lm_order", "lm_text", "lm_weight", "lm_bonus")
-RENAMED_ARGUMENTS = {"context_blocks": "depthwise_blocks", "context_kernel": "depthwise_kernel"}
-RENAMED_TASKS = {"lintf.tasks.asr.ASRTask": "lintf.asr.model.task.ASRTask"}
-RENAMED_WEIGHTS = {"position_embedding": "positions.embedding", "row_embedding": "positions.row_embedding",
-                   "column_embedding": "positions.column_embedding", "context.": "conv_blocks."}
 TRAINING_STATE = ("optimizer_states", "lr_schedulers", "loops")
+
+
+@dataclass(frozen=True)
+class FormatUpgrade:
+    """What an upgrade to the current format renames or moves.
+
+    Args:
+        renamed_tasks: class path of a task when it was written -> its class path now.
+        renamed_arguments: task argument when it was written -> its name now.
+        renamed_weights: weight name when it was written -> its name now; a key ending in "." renames a prefix.
+        decoding_fields: task arguments that are decoding options now (``--decoding``), moved out of the model.
+    """
+
+    renamed_tasks: Mapping[str, str] = field(default_factory=dict)
+    renamed_arguments: Mapping[str, str] = field(default_factory=dict)
+    renamed_weights: Mapping[str, str] = field(default_factory=dict)
+    decoding_fields: tuple[str, ...] = ()
+
+
+CORE_UPGRADE = FormatUpgrade(renamed_weights={"position_embedding": "positions.embedding",
+                                              "row_embedding": "positions.row_embedding",
+                                              "column_embedding": "positions.column_embedding"})
+_registered: list[FormatUpgrade] = []
+
+
+def register_format_upgrade(upgrade: FormatUpgrade) -> None:
+    """Add an extension's renames to every upgrade (an extension calls this when it is loaded)."""
+    if upgrade not in _registered:
+        _registered.append(upgrade)
+
+
+def upgrade_rules() -> FormatUpgrade:
+    """lintf's renames and those of every installed extension, in one ``FormatUpgrade``."""
+    load_extensions()
+    rules = [CORE_UPGRADE, *_registered]
+    return FormatUpgrade(
+        renamed_tasks={old: new for rule in rules for old, new in rule.renamed_tasks.items()},
+        renamed_arguments={old: new for rule in rules for old, new in rule.renamed_arguments.items()},
+        renamed_weights={old: new for rule in rules for old, new in rule.renamed_weights.items()},
+        decoding_fields=tuple(dict.fromkeys(name for rule in rules for name in rule.decoding_fields)),
+    )
 
 
 def format_of(checkpoint: dict[str, Any]) -> int:
@@ -37,11 +79,13 @@ def format_of(checkpoint: dict[str, Any]) -> int:
 def task_name(checkpoint: dict[str, Any]) -> str | None:
     """Class path of the task that wrote ``checkpoint``, under its current name; None if not a lintf task's."""
     task = checkpoint.get("lintf_task")
-    return RENAMED_TASKS.get(task, task)
+    if task is None or format_of(checkpoint) >= FORMAT:  # the current format records the current name
+        return task
+    return upgrade_rules().renamed_tasks.get(task, task)
 
 
-def renamed_weight(name: str) -> str:
-    for old, new in RENAMED_WEIGHTS.items():
+def renamed_weight(name: str, renamed: Mapping[str, str]) -> str:
+    for old, new in renamed.items():
         if name == old or (old.endswith(".") and name.startswith(old)):
             return new + name[len(old):] if old.endswith(".") else new
     return name
@@ -51,17 +95,19 @@ def upgrade(checkpoint: dict[str, Any]) -> dict[str, Any]:
     """A format-2 copy of a format-1 ``checkpoint`` (weights and hyperparameters, no optimizer state)."""
     if format_of(checkpoint) >= FORMAT:
         return checkpoint
+    rules = upgrade_rules()
     hparams = dict(checkpoint.get("hyper_parameters", {}))
     encoder = {key: hparams.pop(key) for key in ENCODER_FIELDS if key in hparams}
-    decoding = {key: hparams.pop(key) for key in DECODING_FIELDS if key in hparams}
-    hparams = {RENAMED_ARGUMENTS.get(key, key): value for key, value in hparams.items()}
+    decoding = {key: hparams.pop(key) for key in rules.decoding_fields if key in hparams}
+    hparams = {rules.renamed_arguments.get(key, key): value for key, value in hparams.items()}
     hparams["encoder"] = {key: (str(value) if key in ("attention", "feature_map") and value is not None else value)
                           for key, value in encoder.items()}
     if "_class_path" in hparams:
-        hparams["_class_path"] = RENAMED_TASKS.get(hparams["_class_path"], hparams["_class_path"])
+        hparams["_class_path"] = rules.renamed_tasks.get(hparams["_class_path"], hparams["_class_path"])
     upgraded = {key: value for key, value in checkpoint.items() if key not in TRAINING_STATE}
     upgraded["hyper_parameters"] = hparams
-    upgraded["state_dict"] = {renamed_weight(name): value for name, value in checkpoint["state_dict"].items()}
+    upgraded["state_dict"] = {renamed_weight(name, rules.renamed_weights): value
+                              for name, value in checkpoint["state_dict"].items()}
     upgraded["lintf_task"] = task_name(checkpoint)
     upgraded["lintf_format"] = FORMAT
     if decoding:

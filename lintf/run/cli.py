@@ -4,7 +4,7 @@
 same configs. Plugins are imported before the parser is built, so their attentions and feature
 maps are valid names. Mistakes in the configuration end in one paragraph, not a traceback
 (set LINTF_DEBUG=1 to see it anyway). ``main`` runs the other subcommands (``lintf build``,
-``lintf checkpoint upgrade``, ``lintf data`` and ``lintf asr``: ``lintf.run.commands``) itself;
+``lintf checkpoint upgrade`` and those of installed extensions, ``lintf.run.commands``) itself;
 ``lintf --help`` lists them all.
 """
 
@@ -38,6 +38,7 @@ from lintf.run.config_checks import ClassPathError, check_checkpoint_hyperparame
 from lintf.run.config_files import ConfigFileError, integer_batch_limits
 from lintf.run.directories import discard_unused_run_directory, reserve_run_directory, run_directory
 from lintf.run.errors import RUN_ERRORS, USER_ERRORS, WRITE_ERRNOS, ConfigError, RunFailed
+from lintf.run.extensions import ExtensionError
 from lintf.run.loggers import ReservedVersionTensorBoardLogger, quiet_lightning_notices
 from lintf.run.parsers import LintfArgumentParser, summarize
 from lintf.run.preflight import CheckScheduleLength, check_before_fit, check_checkpoint_fits, listed
@@ -62,12 +63,12 @@ class LintfCLI(LightningCLI):
     Args:
         args: command line (without the program name); None reads ``sys.argv``.
         run: run the subcommand (False only parses and instantiates).
-        commands: the other subcommands, which ``main`` runs: listed by ``lintf --help`` (default: all).
+        commands: the other subcommands, which ``main`` runs: listed by ``lintf --help`` (default: lintf's own).
     """
 
     def __init__(self, args: list[str] | None = None, run: bool = True, commands: tuple[Command, ...] | None = None) -> None:
         argv = sys.argv[1:] if args is None else args
-        self.other_commands = all_commands() if commands is None else commands
+        self.other_commands = all_commands(extensions=False) if commands is None else commands
         try:
             check_environment()  # the ops' LINTF_* settings, read late by the ops themselves
         except ValueError as error:
@@ -160,7 +161,8 @@ class LintfCLI(LightningCLI):
         parser.add_lightning_class_args(LogSamples, "samples")
         # Outside ``model``: with --ckpt_path the model's options come from the checkpoint, these from here.
         parser.add_subclass_arguments(Decoding, "decoding", required=False, instantiate=True, fail_untyped=True,
-                                      help="Decoding options of tasks that decode at test/predict time (lintf.asr.CTCDecoding).")
+                                      help="Decoding options of tasks that decode at test/predict time: a subclass "
+                                      "of lintf.tasks.decoding.Decoding, the task's decoding_class.")
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         super().parse_arguments(parser, args)
@@ -292,8 +294,10 @@ def main(args: list[str] | None = None) -> None:
         command = find_command(argv[0]) if argv[:1] else None
         if command is not None:
             return run_command(command, argv[1:])
-        LintfCLI(args)
-    except (ConfigError, ConfigFileError, PluginError) as error:
+        # ``lintf``, ``lintf --help`` or a mistyped subcommand: the parser lists every subcommand
+        commands = None if argv[:1] and argv[0] in LintfCLI.subcommands() else all_commands()
+        LintfCLI(args, commands=commands)
+    except (ConfigError, ConfigFileError, PluginError, ExtensionError) as error:
         if os.environ.get("LINTF_DEBUG"):
             raise
         print(f"lintf: error: {error}", file=sys.stderr)

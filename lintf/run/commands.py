@@ -3,7 +3,8 @@
 A subcommand is a function whose type hints and Google-style docstring are its options and its
 ``--help`` (``lintf build`` is ``lintf.ops.build.build``), or a mapping of such functions by
 subcommand name (``lintf checkpoint upgrade``, ``lintf asr vtln``). A ``Command`` names it by
-import path, so ``lintf --help`` lists it without importing it.
+import path, so ``lintf --help`` lists it without importing it. lintf's own are ``build`` and
+``checkpoint``; extensions (``lintf.run.extensions``) add theirs with ``register_command``.
 
 Parameters become options (``batch_size``: ``--batch-size``; ``--batch_size``, as in Python and in
 fit's options, is read too), positional-only parameters positional arguments; a list takes one or
@@ -28,6 +29,7 @@ from typing import Any, NoReturn
 import docstring_parser
 from jsonargparse import ActionYesNo
 
+from lintf.run.extensions import load_extensions
 from lintf.run.parsers import CommandParser
 
 class CommandError(ValueError):
@@ -69,20 +71,26 @@ class Command:
         return target, (module.__doc__ if isinstance(target, Mapping) else None)
 
 
-SPEECH_EXTRA = 'The speech commands need the speech extra: pip install "lintf[speech]"'
-COMMANDS = (
+CORE_COMMANDS = (
     Command("build", "Build the compiled causal-product op ahead of time.", "lintf.ops.build:build"),
     Command("checkpoint", "Checkpoint files: upgrade (an older lintf's).", "lintf.run.checkpoint_format:COMMANDS"),
-    Command("data", "Build speech corpora: synth-speech, librivox, ...", "lintf.asr.corpora.commands:COMMANDS",
-            requires=("soundfile", "bible"), missing=SPEECH_EXTRA),
-    Command("asr", "Speech model workflows: vtln, adapt, lm-sweep.", "lintf.asr.commands:COMMANDS",
-            requires=("soundfile", "bible"), missing=SPEECH_EXTRA),
 )
+_registered: dict[str, Command] = {}
 
 
-def all_commands() -> tuple[Command, ...]:
-    """Every command beside fit/validate/test/predict."""
-    return COMMANDS
+def register_command(command: Command) -> None:
+    """Add ``lintf <command.name>`` (an extension calls this when it is loaded)."""
+    taken = {*TRAINER_SUBCOMMANDS, *(core.name for core in CORE_COMMANDS)}
+    if command.name in taken or _registered.get(command.name, command) != command:
+        raise ValueError(f"`lintf {command.name}` exists already; an extension must name its command otherwise")
+    _registered[command.name] = command
+
+
+def all_commands(extensions: bool = True) -> tuple[Command, ...]:
+    """lintf's own commands, then those of the installed extensions (loaded here unless ``extensions`` is False)."""
+    if extensions:
+        load_extensions()
+    return (*CORE_COMMANDS, *_registered.values())
 
 
 def find_command(name: str) -> Command | None:

@@ -1,6 +1,7 @@
 """LightningModules: the ``TransformerTask`` root, causal token models, the copy, image and text-stream tasks.
 
-Speech recognition, the third example task, lives in ``lintf.asr`` and builds on these.
+Example tasks beyond these live in packages of their own, build on these, and plug into the
+``lintf`` command as extensions (``lintf.run.extensions``).
 """
 
 from lintf.tasks.autoregressive import AutoregressiveTask

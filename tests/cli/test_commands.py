@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from lintf.run.cli import main
-from lintf.run.commands import (COMMANDS, TRAINER_SUBCOMMANDS, CommandError, all_commands, command_parser,
-                                find_command, run_function)
+from lintf.run.commands import (CORE_COMMANDS, TRAINER_SUBCOMMANDS, Command, CommandError, all_commands,
+                                command_parser, find_command, register_command, run_function)
+from lintf.run.extensions import ExtensionError, extension_entry_points, load_extensions
 
 REPO = Path(__file__).resolve().parents[2]
 SUBCOMMANDS = ["fit", "validate", "test", "predict", "build", "checkpoint", "data", "asr"]
@@ -71,7 +72,7 @@ def test_an_unknown_subcommand_names_every_subcommand(capsys):
 def test_the_other_subcommands_are_found_by_name_without_the_trainer_ones():
     assert [command.name for command in all_commands()] == SUBCOMMANDS[len(TRAINER_SUBCOMMANDS):]
     assert find_command("fit") is None and find_command("--help") is None and find_command("nope") is None
-    assert find_command("build") is COMMANDS[0]
+    assert find_command("build") is CORE_COMMANDS[0]
 
 
 def test_a_function_is_a_command_with_its_signature_and_docstring(capsys):
@@ -130,6 +131,29 @@ def test_the_speech_commands_name_the_speech_extra_when_it_is_missing(group):
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == (f"lintf {group}: error: No module named 'soundfile'. The speech commands need the "
                                    "speech extra: pip install \"lintf[speech]\"")
+
+
+def test_an_extension_registers_commands_that_cannot_take_lintf_s_names():
+    load_extensions()
+    with pytest.raises(ValueError, match="`lintf fit` exists already"):
+        register_command(Command("fit", "a second fit", "os:getcwd"))
+    with pytest.raises(ValueError, match="`lintf asr` exists already"):
+        register_command(Command("asr", "another asr", "os:getcwd"))
+    assert {entry_point.name for entry_point in extension_entry_points()} >= {"speech"}
+
+
+def test_a_failing_extension_is_named(monkeypatch, tmp_path, capsys):
+    import lintf.run.extensions as extensions
+    from importlib.metadata import EntryPoint
+
+    broken = EntryPoint(name="broken", value="lintf_no_such_module:register", group=extensions.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(extensions, "_loaded", None)
+    monkeypatch.setattr(extensions, "extension_entry_points", lambda: [broken])
+    with pytest.raises(ExtensionError, match="lintf extension 'broken' .* failed to load: ModuleNotFoundError"):
+        extensions.load_extensions()
+    monkeypatch.setattr(extensions, "_loaded", None)
+    err = failure(["--help"], capsys)
+    assert err.startswith("lintf: error: lintf extension 'broken'")
 
 
 def test_the_console_script_lists_the_speech_commands_outside_the_repository(tmp_path):

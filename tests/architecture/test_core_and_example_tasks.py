@@ -1,4 +1,9 @@
-"""The house rules of lintf's imports: no cycles, and the core never reaches into the speech room."""
+"""How lintf's packages depend on each other: no import cycles, and the core never names an example task.
+
+The core is everything under ``lintf/`` except the example tasks in packages of their own (``lintf.asr``,
+speech recognition): model core and run plumbing. An example task builds on the core and plugs into the
+``lintf`` command through its ``lintf.extensions`` entry point; the core neither imports it nor names it.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "lintf"
-SPEECH = ("lintf.asr",)
+EXAMPLE_TASKS = ("lintf.asr",)
 
 
 def module_name(path: Path) -> str:
@@ -75,11 +80,40 @@ def test_lintf_has_no_import_cycle():
     assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph))}"
 
 
-def test_only_the_cli_and_the_speech_room_import_speech():
-    """Speech uses data, models and tasks, never the reverse; the CLI dispatches ``lintf data|asr`` to it."""
+def test_the_core_imports_no_example_task():
+    """An example task uses data, models, tasks and the run plumbing, never the reverse."""
     importers = {name for name, targets in import_graph().items()
-                 if not name.startswith(SPEECH) and any(t.startswith(SPEECH) for t in targets)}
+                 if not name.startswith(EXAMPLE_TASKS) and any(t.startswith(EXAMPLE_TASKS) for t in targets)}
     assert importers == set()
+
+
+def strings_naming(path: Path, names: tuple[str, ...]) -> list[str]:
+    """``line N: 'text'`` for each string (docstrings and messages included) in ``path`` that names one of ``names``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and any(n in node.value for n in names):
+            found.append(f"line {node.lineno}: {node.value.strip()[:80]!r}")
+    return found
+
+
+def test_no_core_string_names_an_example_task():
+    """The core's docstrings, messages and tables name no example task: an example task registers what it adds
+    (its subcommands, checkpoint upgrades, decoding options) itself, through its entry point."""
+    core = [path for path in PACKAGE.rglob("*.py") if not module_name(path).startswith(EXAMPLE_TASKS)]
+    found = {str(path.relative_to(REPO)): hits for path in core if (hits := strings_naming(path, EXAMPLE_TASKS))}
+    assert found == {}
+
+
+def test_the_string_check_sees_a_docstring_and_a_message(tmp_path):
+    module = tmp_path / "module.py"
+    module.write_text('"""Uses lintf.asr."""\n\nMESSAGE = f"see {1} lintf.asr.CTCDecoding"\nOTHER = "lintf.tasks"\n')
+    assert [hit.split(":")[0] for hit in strings_naming(module, EXAMPLE_TASKS)] == ["line 1", "line 3"]
+
+
+def test_the_example_tasks_register_through_the_entry_point():
+    """lintf's own pyproject declares the speech task's extension; the core finds its commands only there."""
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert '[project.entry-points."lintf.extensions"]' in pyproject and "lintf.asr.extension:register" in pyproject
 
 
 def test_core_imports_and_the_copy_run_load_no_speech_module(tmp_path):
