@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from lightning.pytorch import LightningModule
+from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 
 from lintf.run.checkpoint_format import FORMAT
 from lintf.models.encoder_config import EncoderConfig
 from lintf.models.transformer import TransformerEncoder
 from lintf.tasks.decoding import Decoding
+
 
 class TransformerTask(LightningModule):
     """A LightningModule around a registry-built encoder; subclasses add the front end, head and loss.
@@ -50,6 +51,15 @@ class TransformerTask(LightningModule):
     def d_model(self) -> int:
         """Width of the encoder."""
         return self.encoder_config.d_model
+
+    @property
+    def attached_datamodule(self) -> LightningDataModule | None:
+        """The data module of the Trainer running this task; None outside a Trainer or without a data module."""
+        try:
+            trainer = self.trainer
+        except RuntimeError:  # LightningModule.trainer raises while no Trainer is attached
+            return None
+        return getattr(trainer, "datamodule", None)
 
     def use_decoding(self, decoding: Decoding) -> None:
         """Decode test and predict batches with ``decoding``; tasks with a ``decoding_class`` override this."""

@@ -84,7 +84,7 @@ class ImageGenerationTask(AutoregressiveTask):
         self.val_bits_per_dim, self.test_bits_per_dim = BitsPerDim(), BitsPerDim()
 
     def setup(self, stage: str) -> None:
-        datamodule = self.trainer.datamodule if self._trainer else None
+        datamodule = self.attached_datamodule
         self.image_shape = getattr(datamodule, "image_shape", None)
         if self.image_shape is not None and self.hparams.positions == "raster":
             _, width, channels = self.image_shape

@@ -1,4 +1,5 @@
-"""The private Lightning and argparse members lintf overrides or reads still exist and still do their job.
+"""The private Lightning and argparse members lintf overrides or reads still exist and still do their job, and the
+public behaviour lintf relies on in their stead still holds.
 
 Each check fails loudly if an upgrade renames or bypasses one, instead of lintf silently losing the
 behaviour it adds there (named in the comment at each use).
@@ -9,11 +10,15 @@ from __future__ import annotations
 import argparse
 import inspect
 
+import pytest
+from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.loggers import TensorBoardLogger
 
+from lintf.models import EncoderConfig
 from lintf.run.loggers import ReservedVersionTensorBoardLogger
 from lintf.run.parsers import LintfArgumentParser
+from lintf.tasks import CopyTask
 
 
 def test_lightning_cli_builds_the_trainer_through_instantiate_trainer_private():
@@ -47,6 +52,21 @@ def test_subcommands_are_listed_with_the_help_of_their_choices_actions(capsys):
     choice.help = "lintf's text."
     parser.print_help()
     assert "lintf's text." in capsys.readouterr().out
+
+
+def test_a_lightning_module_outside_a_trainer_says_so_with_a_runtime_error():
+    # TransformerTask.attached_datamodule reads the public LightningModule.trainer, which raises while unattached.
+    task = CopyTask(12, 24, EncoderConfig(d_model=16, n_layers=1, n_heads=2))
+    with pytest.raises(RuntimeError, match="not attached to a `Trainer`"):
+        LightningModule.trainer.fget(task)
+    assert task.attached_datamodule is None
+    data = LightningDataModule()
+    trainer = Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer.strategy.connect(task)
+    task.trainer = trainer
+    assert task.attached_datamodule is None  # a trainer without data
+    trainer.datamodule = data
+    assert task.attached_datamodule is data
 
 
 def test_lightning_cli_merges_checkpoint_settings_through_parse_ckpt_path_private():

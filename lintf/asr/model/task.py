@@ -89,7 +89,7 @@ class ASRTask(TransformerTask):
         self.decoding, self.scorer = decoding, None
 
     def setup(self, stage: str) -> None:
-        datamodule = self.trainer.datamodule if self._trainer else None
+        datamodule = self.attached_datamodule
         self.check_features(datamodule)
         vocabulary = getattr(datamodule, "vocabulary", None)
         if vocabulary is not None:
