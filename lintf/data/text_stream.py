@@ -19,34 +19,11 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from lintf.data.splits import SplitDataModule
 from lintf.data.text_sources import read_text_source
+from lintf.data.tokenizers import CharTokenizer, Tokenizer
 
 SPLITS = ("train", "val", "test")
 STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",)}
 """The parts of the text each Lightning stage reads."""
-
-
-class CharVocabulary:
-    """The characters of a text, as token ids 0..V-1 (sorted, so the ids do not depend on text order).
-
-    Args:
-        characters: every character a text may hold.
-    """
-
-    def __init__(self, characters: str) -> None:
-        self.characters = "".join(sorted(set(characters)))
-        self.index = {c: i for i, c in enumerate(self.characters)}
-
-    def __len__(self) -> int:
-        return len(self.characters)
-
-    def encode(self, text: str) -> Tensor:
-        unknown = sorted(set(text) - set(self.index))
-        if unknown:
-            raise ValueError(f"characters {''.join(unknown)!r} are not in the vocabulary {self.characters!r}")
-        return torch.tensor([self.index[c] for c in text], dtype=torch.long)
-
-    def decode(self, ids: Tensor) -> str:
-        return "".join(self.characters[i] for i in ids.tolist())
 
 
 def stream_rows(tokens: Tensor, n_streams: int) -> Tensor:
@@ -130,7 +107,7 @@ class TextStreamData(SplitDataModule):
             raise ValueError(f"TextStreamData: limit_characters must be >= 1 or None, got {limit_characters}")
         self.save_hyperparameters()
         self._texts: dict[str, str] | None = None
-        self._vocabulary: CharVocabulary | None = None
+        self._tokenizer: Tokenizer | None = None
 
     def prepare_data(self) -> None:
         read_text_source(self.hparams.source, Path(self.hparams.data_dir))
@@ -211,15 +188,20 @@ class TextStreamData(SplitDataModule):
         self.check_length(STAGE_SPLITS.get(stage or "", SPLITS))
 
     @property
-    def vocabulary(self) -> CharVocabulary:
-        if self._vocabulary is None:
-            self._vocabulary = CharVocabulary("".join(self.texts.values()))
-        return self._vocabulary
+    def tokenizer(self) -> Tokenizer:
+        """Text <-> token ids: the one a checkpoint restored (``use_tokenizer``), else built from the text."""
+        if self._tokenizer is None:
+            self._tokenizer = CharTokenizer("".join(self.texts.values()))
+        return self._tokenizer
+
+    def use_tokenizer(self, tokenizer: Tokenizer) -> None:
+        """Read the text with ``tokenizer`` (the one a checkpoint was trained with), not one built from the text."""
+        self._tokenizer = tokenizer
 
     @property
     def vocab_size(self) -> int:
-        """Distinct characters of the text; linked to the model's ``vocab_size``."""
-        return len(self.vocabulary)
+        """Token ids of the tokenizer; linked to the model's ``vocab_size``."""
+        return self.tokenizer.vocab_size
 
     @property
     def max_length(self) -> int:
@@ -228,7 +210,7 @@ class TextStreamData(SplitDataModule):
 
     def loader(self, split: str) -> DataLoader:
         self.check_length((split,))
-        tokens = self.vocabulary.encode(self.texts[split])
+        tokens = torch.tensor(self.tokenizer.encode(self.texts[split]), dtype=torch.long)
         if split == "train":
             rows = stream_rows(tokens, self.streams())
             return DataLoader(Segments(rows, self.hparams.segment_length, self.hparams.batch_size), batch_size=None)

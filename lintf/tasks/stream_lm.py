@@ -19,6 +19,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
 from lintf.attention.base import State
+from lintf.data.tokenizers import TOKENIZER_KEY, tokenizer_from_checkpoint
 from lintf.metrics import BitsPerDim
 from lintf.models.encoder_config import EncoderConfig
 from lintf.models.positions import PositionKind
@@ -99,3 +100,16 @@ class StreamLanguageModelTask(AutoregressiveTask):
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate(batch, "test", self.test_bits)
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Store the data module's tokenizer with the weights, so the checkpoint reads and writes text by itself."""
+        super().on_save_checkpoint(checkpoint)
+        tokenizer = getattr(self.attached_datamodule, "tokenizer", None)
+        if tokenizer is not None:
+            checkpoint[TOKENIZER_KEY] = tokenizer.to_dict()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Give the data module the checkpoint's tokenizer, so a resumed or evaluated run reads the ids it trained on."""
+        datamodule = self.attached_datamodule
+        if TOKENIZER_KEY in checkpoint and hasattr(datamodule, "use_tokenizer"):
+            datamodule.use_tokenizer(tokenizer_from_checkpoint(checkpoint))

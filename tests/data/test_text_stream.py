@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lintf.run.cli import main
-from lintf.data.text_stream import CharVocabulary, Segments, TextStreamData, stream_rows
+from lintf.data.text_stream import Segments, TextStreamData, stream_rows
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,7 @@ def test_data_module_splits_in_order_and_evaluates_in_contexts(tmp_path):
     assert batch["tokens"].shape == (3, 17) and batch["first"]
     val = list(data.val_dataloader())
     assert all(b["first"] for b in val) and val[0]["tokens"].shape == (2, 33)
-    assert data.vocabulary.decode(val[0]["tokens"][0]) == data.texts["val"][:33]
+    assert data.tokenizer.decode(val[0]["tokens"][0].tolist()) == data.texts["val"][:33]
 
 
 def test_bad_settings_and_unknown_characters(tmp_path):
@@ -51,8 +51,6 @@ def test_bad_settings_and_unknown_characters(tmp_path):
         TextStreamData(val_fraction=0.7)
     with pytest.raises(ValueError, match="neither 'kjv' nor an existing text file"):
         TextStreamData(str(tmp_path / "missing.txt")).prepare_data()
-    with pytest.raises(ValueError, match="not in the vocabulary"):
-        CharVocabulary("abc").encode("abd")
     short = TextStreamData(write_text(tmp_path, "abcdefghij" * 10), eval_length=50, val_fraction=0.1, test_fraction=0.1)
     with pytest.raises(ValueError, match=r"its val part \(10 characters\) is shorter than one context of eval_length=50"):
         short.val_dataloader()

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from lintf.data.tokenizers import tokenizer_from_checkpoint
 from lintf.models import EncoderConfig
 from lintf.ops import LinearAttentionState
 from lintf.tasks import CopyTask, StreamLanguageModelTask
@@ -70,5 +71,9 @@ def test_config_trains_and_tests_on_a_text_file(tmp_path, monkeypatch):
     fitted = run(["fit", *config, "--trainer.max_steps", "3", "--trainer.val_check_interval", "3",
                   "--model.init_args.lr_scheduler.init_args.total_steps", "40"])
     assert fitted.trainer.global_step == 3 and "val/bits_per_char" in fitted.trainer.callback_metrics
+    checkpoint = torch.load(fitted.trainer.checkpoint_callback.last_model_path, weights_only=True)
+    tokenizer = tokenizer_from_checkpoint(checkpoint)  # the checkpoint reads text without the data
+    assert tokenizer.decode(tokenizer.encode("the word was god")) == "the word was god"
+    assert tokenizer.vocab_size == len(set(text.read_text())) == fitted.model.hparams.vocab_size
     tested = run(["test", *config, "--ckpt_path", "last"])
     assert 0 < float(tested.trainer.callback_metrics["test/bits_per_char"]) < 8
