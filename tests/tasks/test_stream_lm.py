@@ -64,7 +64,7 @@ def test_config_trains_and_tests_on_a_text_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     text = tmp_path / "text.txt"
     text.write_text("in the beginning was the word, and the word was with god.\n" * 200)
-    config = ["--config", str(REPO / "configs" / "stream_lm.yaml"), "--data.init_args.source", str(text),
+    config = ["--config", str(REPO / "configs" / "stream_lm.yaml"), "--data.init_args.path", str(text),
               "--data.init_args.eval_length", "64", "--data.init_args.batch_size", "4",
               "--model.init_args.encoder.d_model", "16", "--model.init_args.encoder.n_layers", "1",
               "--model.init_args.encoder.n_heads", "2", *quiet_trainer(tmp_path)]
