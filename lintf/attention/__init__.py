@@ -6,10 +6,13 @@ from lintf.attention.clustered import ClusteredAttention
 from lintf.attention.gated_linear import GatedLinearAttention
 from lintf.attention.improved_clustered import ImprovedClusteredAttention
 from lintf.attention.linear import LinearAttention
+from lintf.attention.linformer import LinformerAttention
 from lintf.attention.local import LocalAttention
+from lintf.attention.memory_compressed import MemoryCompressedAttention
 from lintf.attention.polynomial import PolynomialAttention
 from lintf.attention.reformer import ReformerAttention
 from lintf.attention.retention import RetentionAttention
+from lintf.attention.routing import RoutingAttention
 from lintf.attention.softmax import SoftmaxAttention
 from lintf.attention.topk import TopKAttention
 
@@ -20,10 +23,13 @@ __all__ = [
     "GatedLinearAttention",
     "ImprovedClusteredAttention",
     "LinearAttention",
+    "LinformerAttention",
     "LocalAttention",
+    "MemoryCompressedAttention",
     "PolynomialAttention",
     "ReformerAttention",
     "RetentionAttention",
+    "RoutingAttention",
     "SoftmaxAttention",
     "State",
     "TopKAttention",
