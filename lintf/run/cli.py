@@ -30,6 +30,7 @@ from lintf.ops import check_environment
 from lintf.plugins import PluginError, check_config_plugins, load_plugins, plugins_in_args
 from lintf.run.callbacks import LogSamples, PredictionWriter, RunCheckpoint, SaveRunConfig
 from lintf.run.callbacks.finite_training import NonFiniteError, StopOnNonFinite
+from lintf.run.callbacks.parameter_summary import with_parameter_summary
 from lintf.run.checkpoint_files import CheckpointWriteError, VerifiedCheckpointIO, remove_stale_temporaries
 from lintf.run.checkpoint_search import (LINKED_FROM_DATA, CheckpointError, find_checkpoint, hyperparameter_keys,
                                          model_settings, search_roots, setting_differences)
@@ -42,6 +43,7 @@ from lintf.run.extensions import ExtensionError
 from lintf.run.loggers import ReservedVersionTensorBoardLogger, quiet_lightning_notices
 from lintf.run.parsers import LintfArgumentParser, summarize
 from lintf.run.preflight import CheckScheduleLength, check_before_fit, check_checkpoint_fits, listed
+from lintf.run.threads import use_default_threads
 from lintf.tasks.decoding import Decoding
 
 
@@ -230,6 +232,7 @@ class LintfCLI(LightningCLI):
         if config.get("enable_checkpointing") is False:
             callbacks = [callback for callback in callbacks if not isinstance(callback, ModelCheckpoint)]
         callbacks = [*callbacks, StopOnNonFinite(), CheckScheduleLength()]
+        config, callbacks = with_parameter_summary(config, callbacks)  # Lightning's, without FLOPs
         root = config.get("default_root_dir") or os.getcwd()
         default_logger = config.get("logger") in (None, True) and not config.get("barebones")
         if default_logger and importlib.util.find_spec("tensorboard") is not None:
@@ -291,6 +294,7 @@ def main(args: list[str] | None = None) -> None:
     argv = sys.argv[1:] if args is None else args
     quiet_lightning_notices()
     try:
+        use_default_threads()  # before any work: fewer threads where other processes keep CPUs busy
         command = find_command(argv[0]) if argv[:1] else None
         if command is not None:
             return run_command(command, argv[1:])

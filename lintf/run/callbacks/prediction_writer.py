@@ -8,7 +8,6 @@ from typing import Any, Literal
 
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BasePredictionWriter
-from lightning.pytorch.utilities import rank_zero_info
 
 from lintf.run.directories import run_directory
 
@@ -16,8 +15,9 @@ from lintf.run.directories import run_directory
 class PredictionWriter(BasePredictionWriter):
     """Appends every predicted row (a dict) to ``predictions[-rank<r>].jsonl`` in the run directory.
 
-    At the end it averages the task's ``prediction_metrics`` (e.g. exact_match) over the rows,
-    prints them and writes them to ``prediction_metrics[-rank<r>].json``.
+    At the end it averages the task's ``prediction_metrics`` (e.g. exact_match) over the rows and
+    writes them to ``prediction_metrics[-rank<r>].json``; once the progress bar has finished, one
+    line on its own reports them and where the rows are.
 
     Args:
         output_dir: directory for the files; None uses the run directory next to the logs.
@@ -31,6 +31,7 @@ class PredictionWriter(BasePredictionWriter):
         self.suffix = ""
         self.totals: dict[str, float] = {}
         self.count = 0
+        self.report: str | None = None
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         if stage != "predict":
@@ -40,7 +41,7 @@ class PredictionWriter(BasePredictionWriter):
         self.suffix = f"-rank{trainer.global_rank}" if trainer.world_size > 1 else ""
         self.path = os.path.join(directory, f"predictions{self.suffix}.jsonl")
         open(self.path, "w").close()
-        self.totals, self.count = {}, 0
+        self.totals, self.count, self.report = {}, 0, None
 
     def _write(self, pl_module: LightningModule, rows: list[dict[str, Any]]) -> None:
         with open(self.path, "a") as file:
@@ -63,5 +64,10 @@ class PredictionWriter(BasePredictionWriter):
         with open(os.path.join(os.path.dirname(self.path), f"prediction_metrics{self.suffix}.json"), "w") as file:
             json.dump({**metrics, "n": self.count}, file, indent=2)
         summary = ", ".join(f"{name} {value:.4f}" for name, value in metrics.items())
-        print(f"predicted {self.count} sequences: {summary}; rows written to {self.path}", flush=True)
-        rank_zero_info(f"predictions: {self.path}")
+        self.report = f"predicted {self.count} sequences: {summary}; rows written to {self.path}"
+
+    def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        # After the loop: the progress bar has ended its line (a report printed at epoch end continued it).
+        if stage == "predict" and self.report is not None:
+            print(self.report, flush=True)
+            self.report = None
