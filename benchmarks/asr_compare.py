@@ -93,12 +93,31 @@ def train_and_test(name: str, args: argparse.Namespace) -> dict:
     return result
 
 
-def write_results(results: dict, args: argparse.Namespace) -> None:
+def plot(results: dict, settings: dict, path: Path) -> None:
+    """Test CER and seconds per epoch, one bar (colour and hatch) per attention; ``settings`` as in the JSON."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks.plot_style import bar_style, save
+
+    figure, axes = plt.subplots(1, 2, figsize=(8, 3.5))
+    names = list(results)
+    for axis, key, label, fmt in ((axes[0], "cer", "test CER (held-out voice)", "{:.3f}"),
+                                  (axes[1], "seconds_per_epoch", "training seconds per epoch", "{:.0f}")):
+        bars = axis.bar(names, [results[n][key] for n in names], edgecolor="black")
+        for index, bar in enumerate(bars):
+            bar.set(**bar_style(index))
+        axis.bar_label(bars, labels=[fmt.format(results[n][key]) for n in names], fontsize=10)
+        axis.set_ylabel(label)
+        axis.margins(y=0.15)
+    figure.suptitle(f"CTC ASR, {settings['minutes']:g} min per attention")
+    save(figure, path)
+    plt.close(figure)
+
+
+def write_results(results: dict, args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     reference = results.get("softmax", {}).get("seconds_per_epoch")
@@ -113,15 +132,7 @@ def write_results(results: dict, args: argparse.Namespace) -> None:
         lines.append(f"| {name} | {r['cer']:.3f} | {r['wer']:.3f} | {r['epochs']} | {r['seconds_per_epoch']:.0f} | {speedup} |")
     (out / "asr_compare.md").write_text("\n".join(lines) + "\n")
     (out / "asr_compare.json").write_text(json.dumps({"settings": vars(args), "results": results}, indent=2))
-    figure, (left, right) = plt.subplots(1, 2, figsize=(8, 3.5))
-    names = list(results)
-    left.bar(names, [results[n]["cer"] for n in names])
-    left.set(ylabel="test CER (held-out voice)")
-    right.bar(names, [results[n]["seconds_per_epoch"] for n in names])
-    right.set(ylabel="training seconds per epoch")
-    figure.suptitle(f"CTC ASR, {args.minutes:g} min per attention")
-    figure.tight_layout()
-    figure.savefig(out / "asr_compare.png", dpi=120)
+    plot(results, vars(args), out / "asr_compare.png")
     print("\n".join(lines))
 
 
@@ -133,7 +144,13 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     parser.add_argument("overrides", nargs="*", help="more lintf options after --, e.g. -- --data.init_args.batch_size 8")
+    parser.add_argument("--replot", action="store_true", help="redraw the PNG from --out's asr_compare.json, "
+                        "without training")
     args = parser.parse_args()
+    if args.replot:
+        saved = json.loads((Path(args.out) / "asr_compare.json").read_text())
+        plot(saved["results"], saved["settings"], Path(args.out) / "asr_compare.png")
+        return
     write_results({name: train_and_test(name, args) for name in args.variants}, args)
 
 

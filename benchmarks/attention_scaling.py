@@ -6,13 +6,14 @@ Every registered causal attention except reformer runs with its defaults, and re
 4 and 8 hashing rounds; attentions with ``supports_causal = False`` are skipped, saying so. For N = 2^9 .. 2^14 the batch is tokens / N (the paper kept B*N fixed); each
 cell is one causal forward+backward of the attention alone (B, H=4, N, D=M=32, fp32) and
 reports time per sample and peak extra resident memory per sample. Softmax runs while its
-estimated time fits --budget-seconds. Writes benchmarks/results/attention_scaling.{md,png}
+estimated time fits --budget-seconds. Writes benchmarks/results/attention_scaling.{md,json,png}
 and prints time(2N)/time(N) for linear attention (2.0 for a cost linear in N).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -80,25 +81,36 @@ def markdown(results: dict[str, dict[int, dict]], lengths: list[int], key: str, 
     return f"{unit}\n\n" + "\n".join(lines)
 
 
-def plot(results: dict[str, dict[int, dict]], path: Path) -> None:
+def plot(results: dict[str, dict[int, dict]], threads: int, path: Path) -> None:
+    """Time and memory per sample against N, one line (colour and marker) per attention."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for display, cells in results.items():
+    from benchmarks.plot_style import legend_beside, save, series_style
+
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for index, (display, cells) in enumerate(results.items()):
         lengths = sorted(cells)
-        axes[0].loglog(lengths, [cells[n]["ms_per_sample"] for n in lengths], marker="o", label=display)
-        axes[1].loglog(lengths, [max(cells[n]["mb_per_sample"], 1e-3) for n in lengths], marker="o", label=display)
+        style = {"label": display, "markersize": 6, **series_style(index)}
+        axes[0].loglog(lengths, [cells[n]["ms_per_sample"] for n in lengths], **style)
+        axes[1].loglog(lengths, [max(cells[n]["mb_per_sample"], 1e-3) for n in lengths], **style)
     for axis, label in zip(axes, ("time per sample (ms)", "peak extra memory per sample (MiB)")):
         axis.set_xlabel("sequence length N")
         axis.set_ylabel(label)
         axis.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=8)
-    figure.suptitle(f"causal attention forward+backward, H={HEADS}, D={DIM}, {torch.get_num_threads()} threads")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    legend_beside(figure, axes, title="attention")
+    figure.suptitle(f"causal attention forward+backward, H={HEADS}, D={DIM}, {threads} threads")
+    save(figure, path)
+    plt.close(figure)
+
+
+def replot(path: Path) -> None:
+    """Redraw the PNG beside ``path`` (attention_scaling.json) from its numbers."""
+    saved = json.loads(path.read_text())
+    results = {name: {int(n): cell for n, cell in cells.items()} for name, cells in saved["results"].items()}
+    plot(results, saved["threads"], path.with_suffix(".png"))
 
 
 def main() -> None:
@@ -107,7 +119,12 @@ def main() -> None:
     parser.add_argument("--exponents", type=int, nargs="+", default=[9, 10, 11, 12, 13, 14])
     parser.add_argument("--tokens", type=int, default=16384, help="B * N per cell")
     parser.add_argument("--budget-seconds", type=float, default=60.0, help="skip softmax cells estimated slower")
+    parser.add_argument("--replot", action="store_true", help="redraw the PNG from results/attention_scaling.json, "
+                        "without measuring")
     args = parser.parse_args()
+    if args.replot:
+        replot(HERE / "results" / "attention_scaling.json")
+        return
     torch.manual_seed(0)
     results = run(args.exponents, args.tokens, args.budget_seconds)
     lengths = [2**e for e in args.exponents]
@@ -125,7 +142,9 @@ def main() -> None:
     print(report)
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "attention_scaling.md").write_text(report + "\n")
-    plot(results, HERE / "results" / "attention_scaling.png")
+    saved = {"threads": torch.get_num_threads(), "results": results}
+    (HERE / "results" / "attention_scaling.json").write_text(json.dumps(saved, indent=1) + "\n")
+    plot(results, torch.get_num_threads(), HERE / "results" / "attention_scaling.png")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ freed blocks to the OS at once and with the op's output cache off. "first touch"
 output-sized tensor with 4 KB pages and with 2 MB pages (MADV_HUGEPAGE), the cost an output pays
 before any arithmetic when its buffer is not reused from the op's output cache; the memory read
 bandwidth (summing 128 MB) bounds how fast inputs and outputs can move at all.
-Writes benchmarks/results/causal_product.{md,png}.
+Writes benchmarks/results/causal_product.{md,json,png} (``--replot`` redraws the PNG from the JSON).
 """
 
 from __future__ import annotations
@@ -267,33 +267,51 @@ def scaling(rows: list[dict], n: int, threads: list[int], peaks: dict[int, float
 
 
 def plot(rows: list[dict], threads: list[int], n_ref: int, path: Path) -> None:
+    """Time against N (forward, forward+backward) and the thread scaling at n_ref. Each implementation has its
+    own colour and marker; thread counts differ in line style and marker fill, forward and backward likewise."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    from benchmarks.plot_style import legend_beside, save, series_style
 
     impls = list(dict.fromkeys(r["impl"] for r in rows))
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    lines = ("-", "--", ":", "-.")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     for ax, key in zip(axes, ["fwd ms", "fwd+bwd ms"]):
-        for n_threads in threads:
-            for color, impl in enumerate(impls):
+        for rank, n_threads in enumerate(threads):
+            for index, impl in enumerate(impls):
                 pts = [(r["N"], r[key]) for r in rows if r["impl"] == impl and r["threads"] == n_threads]
-                style = "-o" if n_threads == threads[0] else "--x"
-                ax.loglog(*zip(*pts), style, color=f"C{color}", label=f"{impl} ({n_threads} thr)")
+                style = series_style(index)
+                ax.loglog(*zip(*pts), linestyle=lines[rank % len(lines)], markersize=6, **style,
+                          markerfacecolor=style["color"] if rank == 0 else "white")
         ax.set(xlabel="sequence length N", ylabel=key, title=f"{key}, B=1 H={HEADS} C=M={DIM} fp32")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=6)
-    for color, impl in enumerate(impls):
-        for style, key in (("-o", "fwd ms"), ("--x", "fwd+bwd ms")):
-            pts = {r["threads"]: r[key] for r in rows if r["impl"] == impl and r["N"] == n_ref}
-            if impl.startswith("lintf op") or impl == "fast-transformers":
-                axes[2].plot(threads, [pts[threads[0]] / pts[t] for t in threads], style, color=f"C{color}",
-                             label=f"{impl} {key[:-3]}")
-    axes[2].set(xlabel="threads", ylabel="speedup over 1 thread", title=f"thread scaling at N={n_ref}")
+    for index, impl in enumerate(impls):
+        if impl.startswith("lintf op") or impl == "fast-transformers":
+            for linestyle, key in (("-", "fwd ms"), ("--", "fwd+bwd ms")):
+                pts = {r["threads"]: r[key] for r in rows if r["impl"] == impl and r["N"] == n_ref}
+                axes[2].plot(threads, [pts[threads[0]] / pts[t] for t in threads], linestyle=linestyle,
+                             markersize=6, **series_style(index))
+    axes[2].set(xlabel="threads", ylabel="speedup over 1 thread", title=f"thread scaling at N={n_ref}",
+                xticks=threads)
     axes[2].grid(True, alpha=0.3)
-    axes[2].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    handles = [Line2D([], [], linestyle="-", markersize=6, **series_style(i)) for i in range(len(impls))]
+    handles += [Line2D([], [], color="black", marker="o", linestyle=lines[rank % len(lines)],
+                       markerfacecolor="black" if rank == 0 else "white") for rank in range(len(threads))]
+    handles += [Line2D([], [], color="black", linestyle=style) for style in ("-", "--")]
+    labels = impls + [f"{t} thread{'s' if t > 1 else ''}" for t in threads] + ["speedup: fwd", "speedup: fwd+bwd"]
+    legend_beside(fig, axes, handles, labels)
+    save(fig, path)
+    plt.close(fig)
+
+
+def replot(path: Path) -> None:
+    """Redraw the PNG beside ``path`` (causal_product.json) from its rows."""
+    saved = json.loads(path.read_text())
+    plot(saved["rows"], saved["threads"], saved["n_ref"], path.with_suffix(".png"))
 
 
 def main() -> None:
@@ -302,7 +320,12 @@ def main() -> None:
     parser.add_argument("--threads", type=positive_int, nargs="+", default=sorted({1, 2, os.cpu_count() or 1}))
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--replot", action="store_true", help="redraw the PNG from --out's causal_product.json, "
+                        "without measuring")
     args = parser.parse_args()
+    if args.replot:
+        replot(args.out / "causal_product.json")
+        return
     torch.manual_seed(0)
     impls = implementations()
     if args.memory_only:
@@ -343,6 +366,8 @@ def main() -> None:
         text.append(f"\n## {n_threads} thread(s)\n\n{table(rows, n_threads)}\n")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "causal_product.md").write_text("".join(text))
+    saved = {"threads": args.threads, "n_ref": n_ref, "rows": rows}
+    (args.out / "causal_product.json").write_text(json.dumps(saved, indent=1) + "\n")
     plot(rows, args.threads, n_ref, args.out / "causal_product.png")
     print("".join(text))
 

@@ -93,24 +93,34 @@ def train(name: str, args: argparse.Namespace) -> dict:
             "accuracy": accuracy, "wall_seconds": wall}
 
 
-def write_results(results: dict, args: argparse.Namespace) -> None:
+def plot(results: dict, settings: dict, path: Path) -> None:
+    """Smoothed training loss against steps, one line (colour and marker) per variant; ``settings`` as in the JSON."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks.plot_style import legend_beside, marks_every, save, series_style
+
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for index, (name, result) in enumerate(results.items()):
+        losses = smooth(result["losses"])
+        axes.plot(range(1, len(losses) + 1), losses, label=name, linewidth=1.2, markersize=5,
+                  markevery=marks_every(len(losses), index), **series_style(index))
+    axes.axhline(settings["threshold"], color="grey", linestyle=":", linewidth=1, label=f"loss {settings['threshold']:g}")
+    axes.set(xlabel="gradient step", ylabel="cross-entropy (copied half, smoothed)", yscale="log",
+             title=f"Copy task, max length {settings['max_length']}, batch {settings['batch_size']}")
+    axes.grid(True, which="major", alpha=0.3)
+    legend_beside(figure, [axes], title="attention")
+    save(figure, path)
+    plt.close(figure)
+
+
+def write_results(results: dict, args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    figure, axes = plt.subplots(figsize=(6, 4))
-    for name, result in results.items():
-        axes.plot(range(1, len(result["losses"]) + 1), smooth(result["losses"]), label=name)
-    axes.set(xlabel="gradient step", ylabel="cross-entropy (copied half, smoothed)", yscale="log",
-             title=f"Copy task, max length {args.max_length}, batch {args.batch_size}")
-    axes.axhline(args.threshold, color="grey", linestyle=":", linewidth=1)
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(out / "copy_convergence.png", dpi=120)
-    settings = ", ".join(f"{k}={v}" for k, v in vars(args).items() if k != "out")
+    plot(results, vars(args), out / "copy_convergence.png")
+    settings = ", ".join(f"{k}={v}" for k, v in vars(args).items() if k not in ("out", "replot"))
     lines = [
         "# Copy-task convergence (paper Figure 2)", "",
         f"`python -m benchmarks.copy_convergence` on {torch.get_num_threads()} CPU threads; {settings}. Wall times "
@@ -139,7 +149,13 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=0.5, help="loss defining 'converged'")
     parser.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS, choices=list(VARIANTS))
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    parser.add_argument("--replot", action="store_true", help="redraw the PNG from --out's copy_convergence.json, "
+                        "without training")
     args = parser.parse_args()
+    if args.replot:
+        saved = json.loads((Path(args.out) / "copy_convergence.json").read_text())
+        plot(saved["results"], saved["settings"], Path(args.out) / "copy_convergence.png")
+        return
     write_results({name: train(name, args) for name in args.variants}, args)
 
 

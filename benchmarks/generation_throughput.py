@@ -139,7 +139,12 @@ def main() -> None:
     parser.add_argument("--step-budget-seconds", type=float, default=120.0)
     parser.add_argument("--out", type=Path, default=HERE / "results", help="directory of the .md, .json and .png")
     parser.add_argument("--memory-profile-of", nargs=2, metavar=("METHOD", "PIXELS"), help=argparse.SUPPRESS)
+    parser.add_argument("--replot", action="store_true", help="redraw the PNG from --out's generation_throughput.json, "
+                        "without measuring")
     args = parser.parse_args()
+    if args.replot:
+        plot(json.loads((args.out / "generation_throughput.json").read_text()), args.out / "generation_throughput.png")
+        return
     if args.memory_profile_of:  # the child process of memory_profile_in_child
         name, length = args.memory_profile_of[0], int(args.memory_profile_of[1])
         attention, kwargs, mode = METHODS[name]
@@ -186,24 +191,28 @@ def render(rows: list[dict], args: argparse.Namespace) -> str:
 
 
 def plot(rows: list[dict], path: Path) -> None:
+    """Peak memory against the position reached, one line (colour and marker) per method, a panel per image size."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks.plot_style import legend_beside, save, series_style
+
     lengths = sorted({r["pixels"] for r in rows})
-    figure, axes = plt.subplots(1, len(lengths), figsize=(5.5 * len(lengths), 4), squeeze=False)
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    figure, axes = plt.subplots(1, len(lengths), figsize=(5 * len(lengths), 4), squeeze=False)
     for axis, length in zip(axes[0], lengths):
         for row in (r for r in rows if r["pixels"] == length):
             positions, memory = zip(*row["profile"])
-            axis.plot(positions, memory, marker="o", label=row["method"])
+            axis.plot(positions, memory, label=row["method"], markersize=6, **series_style(methods.index(row["method"])))
         axis.set_title(f"{length}-pixel images, one image")
         axis.set_xlabel("pixel position reached")
         axis.set_ylabel("peak extra memory (MiB)")
         axis.grid(True, alpha=0.3)
-        axis.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    legend_beside(figure, axes[0], title="method")
+    save(figure, path)
+    plt.close(figure)
 
 
 if __name__ == "__main__":
