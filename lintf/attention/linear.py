@@ -111,6 +111,8 @@ class LinearAttention(Attention):
         return empty_linear_state(batch_size, n_heads, self.feature_map.out_dim, value_dim, device, dtype)
 
     def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
+        if not torch.is_autocast_enabled(v_t.device.type):  # entering the context costs as much as the update
+            return self._advance(q_t, k_t, v_t, state)
         with torch.autocast(v_t.device.type, enabled=False):  # the state stays fp32 under autocast
             return self._advance(q_t, k_t, v_t, state)
 
@@ -122,7 +124,7 @@ class LinearAttention(Attention):
         phi_k = self.feature_map.forward_keys(k_t).to(kv.dtype)  # (B, H, C)
         kv = torch.addcmul(kv, phi_k.unsqueeze(-1), v_t.to(kv.dtype).unsqueeze(-2))  # (B, H, C, M), one pass
         normaliser = normaliser + phi_k
-        numerator = torch.einsum("bhc,bhcm->bhm", phi_q, kv)  # (B, H, M)
+        numerator = (phi_q.unsqueeze(-2) @ kv).squeeze(-2)  # (B, H, M)
         denominator = (phi_q * normaliser).sum(-1, keepdim=True)  # (B, H, 1)
         out = numerator / (denominator + self.eps)
         return out.to(v_t.dtype), LinearAttentionState(kv, normaliser)

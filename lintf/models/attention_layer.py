@@ -54,8 +54,13 @@ class MultiHeadAttention(nn.Module):
         return self.attention.init_state(batch_size, self.n_heads, self.head_dim, device=device, dtype=dtype)
 
     def step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]:
-        """x_t (B, d_model) -> (B, d_model), advancing the attention's state by one position."""
+        """x_t (B, d_model) -> (B, d_model), advancing the attention's state by one position.
+
+        The caller checks x_t (``TransformerEncoder.step``); q, k and v are then of the attention's
+        shapes by construction, so its own per-step checks are skipped: decoding is step after step.
+        """
         batch = x_t.shape[0]
         q_t, k_t, v_t = (proj(x_t).view(batch, self.n_heads, self.head_dim) for proj in (self.query, self.key, self.value))
-        attended, state = self.attention.step(q_t, k_t, v_t, state)  # (B, H, D)
+        self.attention.require_causal("has no step")
+        attended, state = self.attention.attend_step(q_t, k_t, v_t, state)  # (B, H, D)
         return self.out(attended.reshape(batch, -1)), state

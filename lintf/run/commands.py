@@ -74,6 +74,7 @@ class Command:
 CORE_COMMANDS = (
     Command("build", "Build the compiled causal-product op ahead of time.", "lintf.ops.build:build"),
     Command("checkpoint", "Checkpoint files: upgrade (an older lintf's).", "lintf.run.checkpoint_format:COMMANDS"),
+    Command("generate", "Generate text, copies or images from a checkpoint.", "lintf.generation.command:generate"),
 )
 _registered: dict[str, Command] = {}
 

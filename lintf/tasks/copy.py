@@ -10,6 +10,7 @@ from torch import Tensor
 from torchmetrics.classification import MulticlassAccuracy
 
 from lintf.data.copy import FIRST_SYMBOL
+from lintf.generation.sampling import Sampling, complete
 from lintf.tasks.autoregressive import AutoregressiveTask
 
 
@@ -64,23 +65,15 @@ class CopyTask(AutoregressiveTask):
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         self._evaluate(batch, "test", self.test_accuracy)
 
-    @torch.no_grad()
     def copy_greedily(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """Read ``s SEP`` in one parallel pass (``prefill``), then let the model write the copy with ``step``.
 
         Returns:
-            predicted next tokens (B, 2 * max(L)): column j predicts token j + 1, like ``forward``.
+            next tokens (B, 2 * max(L)): column j is token j + 1, the given one in the prompt ``s SEP``
+            and the model's greedy choice after it, like ``forward``'s predictions.
         """
-        common = int(lengths.min()) + 1  # s_1..s_L SEP of the shortest prompt: given in every row
-        logits, state = self.prefill(tokens[:, :common])  # one parallel pass over the common prompt
-        columns = list(logits.argmax(-1).unbind(dim=1))
-        predicted = columns[-1]
-        for position in range(common, int(2 * lengths.max())):
-            given = torch.where(position <= lengths, tokens[:, position], predicted)  # prompt, then own output
-            logits, state = self.step(given, position, state)
-            predicted = logits.argmax(-1)
-            columns.append(predicted)
-        return torch.stack(columns, dim=1)
+        width = int(2 * lengths.max()) + 1  # s_1..s_L SEP and the copy of the longest row
+        return complete(self, tokens[:, :width], known=lengths + 1, sampling=Sampling(temperature=0))[:, 1:]
 
     def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> list[dict[str, Any]]:
         """One row per sequence: prompt, target copy, greedy copy, exact match, token accuracy."""

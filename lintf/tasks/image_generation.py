@@ -13,6 +13,7 @@ from torch import Tensor
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 
 from lintf.run.directories import run_directory
+from lintf.generation.sampling import Sampling, complete
 from lintf.metrics import BitsPerDim
 from lintf.models.encoder_config import EncoderConfig
 from lintf.models.positions import PositionKind
@@ -115,7 +116,6 @@ class ImageGenerationTask(AutoregressiveTask):
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         self._evaluate(batch, "test", self.test_bits_per_dim)
 
-    @torch.no_grad()
     def generate(self, prompt: Tensor, known: int, generator: torch.Generator | None = None) -> Tensor:
         """Complete byte sequences: the given bytes in one parallel pass (``prefill``), the rest with ``step``.
 
@@ -127,16 +127,7 @@ class ImageGenerationTask(AutoregressiveTask):
         Returns:
             (B, N) int64 bytes: the prompt's first ``known``, then samples.
         """
-        out = prompt.clone().long()
-        if not 1 <= known <= out.shape[1]:
-            raise ValueError(f"known must lie in 1..{out.shape[1]} (the first byte is always given), got {known}")
-        params, state = self.prefill(out[:, :known])  # the given bytes in one parallel pass
-        params = params[:, -1]
-        for position in range(known, out.shape[1]):
-            out[:, position] = self.head.sample(params, generator=generator)
-            if position + 1 < out.shape[1]:
-                params, state = self.step(out[:, position], position, state)
-        return out
+        return complete(self, prompt, known, Sampling(), generator)
 
     def on_predict_start(self) -> None:
         # The run's own directory (for W&B too, whose trainer.log_dir is the shared save_dir).

@@ -74,7 +74,7 @@ def copy_by_steps_only(task: CopyTask, tokens: torch.Tensor, lengths: torch.Tens
         given = torch.where(position <= lengths, tokens[:, position], predicted)
         logits, state = task.step(given, position, state)
         predicted = logits.argmax(-1)
-        columns.append(predicted)
+        columns.append(torch.where(position < lengths, tokens[:, position + 1], predicted))  # given, then own
     return torch.stack(columns, dim=1)
 
 

@@ -1,0 +1,215 @@
+"""``lintf generate``: text, copies or images from an autoregressive task's checkpoint.
+
+The prompt is read in one parallel pass (``prefill``); every later token comes from the recurrent
+``step`` in constant memory and is printed as soon as it is chosen. Image models write a PNG grid
+into the run's ``samples/`` folder. Progress notes and the closing line (prompt tokens, generated
+tokens, tokens/s, peak memory) go to stderr, so stdout holds the generated text alone.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from lintf.generation.checkpoint import build_task, find_generating_checkpoint
+from lintf.generation.prompts import ByteFormat, PromptFormat, SymbolFormat, prompt_format
+from lintf.generation.sampling import Sampling, StepFunction, complete
+from lintf.generation.stepping import CompiledStep
+from lintf.run.commands import CommandError
+from lintf.run.directories import unused_path
+from lintf.tasks.autoregressive import AutoregressiveTask
+from lintf.tasks.image_generation import image_grid, save_png
+
+DEFAULT_NEW_TOKENS = 200
+"""New tokens of a text model when --max_new_tokens is not given (copies: the prompt's length; images: the rest)."""
+
+
+@dataclass
+class Request:
+    """A vetted ``lintf generate`` call: the task, the prompt as ids and how much to generate."""
+
+    task: AutoregressiveTask
+    prompt_format: PromptFormat
+    prompt: list[int]
+    new_tokens: int
+    run_directory: Path
+
+
+def note(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def read_prompt(prompt: str | None, prompt_file: str | None, prompt_format: PromptFormat) -> list[int]:
+    """The prompt's token ids; CommandError for a missing, doubled or empty prompt."""
+    if prompt is not None and prompt_file is not None:
+        raise CommandError("give the prompt once: --prompt TEXT or --prompt_file FILE, not both")
+    if prompt_file is not None:
+        try:
+            prompt = Path(prompt_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise CommandError(f"--prompt_file {prompt_file} cannot be read as UTF-8 text: "
+                               f"{getattr(error, 'strerror', None) or error}") from None
+    if prompt is None and isinstance(prompt_format, ByteFormat):
+        prompt = "0"  # an image's first byte is never predicted: unconditional samples start from 0
+    if prompt is None:
+        raise CommandError("give a prompt: --prompt TEXT or --prompt_file FILE")
+    ids = prompt_format.encode(prompt)
+    if not ids:
+        raise CommandError(f"the prompt {prompt!r} is empty; give at least one token of text (a copy model: at least "
+                           "one symbol; an image model: at least one byte)")
+    return ids
+
+
+def new_token_count(task: AutoregressiveTask, fmt: PromptFormat, prompt: list[int], max_new_tokens: int | None) -> int:
+    """--max_new_tokens, or its default, checked against what the model can read."""
+    if max_new_tokens is not None and max_new_tokens < 1:
+        raise CommandError(f"--max_new_tokens must be >= 1, got {max_new_tokens}")
+    if isinstance(fmt, ByteFormat):
+        room = fmt.image_shape[0] * fmt.image_shape[1] * fmt.image_shape[2] - len(prompt)
+        if room < 1 or (max_new_tokens or 0) > room:
+            raise CommandError(f"an image holds {room + len(prompt)} bytes: a prompt of {len(prompt)} leaves room for "
+                               f"{max(room, 0)} new ones, got --max_new_tokens {max_new_tokens}")
+        return max_new_tokens or room
+    count = max_new_tokens or (len(prompt) - 1 if isinstance(fmt, SymbolFormat) else DEFAULT_NEW_TOKENS)
+    if task.hparams.get("positions", "learned") != "none" and len(prompt) + count - 1 > task.max_length:
+        raise CommandError(
+            f"a prompt of {len(prompt)} tokens and {count} new ones exceed this model's {task.max_length} positions "
+            f"(its position codes end there): give --max_new_tokens {max(task.max_length + 1 - len(prompt), 0)} "
+            "or fewer, or a shorter prompt")
+    return count
+
+
+def run_directory_of_checkpoint(path: str) -> Path:
+    """The run that holds ``path`` (``<run>/checkpoints/x.ckpt``), or the checkpoint's own folder, absolute."""
+    folder = Path(path).resolve().parent
+    return folder.parent if folder.name == "checkpoints" else folder
+
+
+def steps_for(task: AutoregressiveTask, compile: bool) -> StepFunction:
+    """The step function: ``task.step``, or compiled (and compiled now, so timings exclude it)."""
+    if not compile:
+        return task.step
+    start, step = time.perf_counter(), CompiledStep(task)
+    with torch.inference_mode():
+        state = task.init_state(1)
+        for position in range(2):  # position 0 and the general case
+            _, state = step(torch.zeros(1, dtype=torch.long, device=task.device), position, state)
+    note(f"compiled the step in {time.perf_counter() - start:.1f} s" if step.compiled else "running the eager step")
+    return step
+
+
+def stream_sample(request: Request, sampling: Sampling, generator: torch.Generator, step: StepFunction) -> list[int]:
+    """One sample generated token by token, each printed to stdout as it comes; its new ids."""
+    fmt, pending, count = request.prompt_format, [], len(request.prompt)
+    print(fmt.piece(request.prompt) or "", end="", flush=True)
+
+    def show(position: int, tokens: torch.Tensor) -> None:
+        pending.append(int(tokens[0]))
+        piece = fmt.piece(pending)
+        if piece is not None:
+            print(piece, end="", flush=True)
+            pending.clear()
+
+    buffer = torch.zeros(1, count + request.new_tokens, dtype=torch.long)
+    buffer[0, :count] = torch.tensor(request.prompt)
+    out = complete(request.task, buffer, count, sampling, generator, on_token=show, step=step)
+    print(flush=True)
+    return out[0, count:].tolist()
+
+
+def write_image_grid(request: Request, sampling: Sampling, generator: torch.Generator, step: StepFunction,
+                     num_samples: int, output: str | None, seed: int) -> None:
+    """``num_samples`` images in one batch, saved as a PNG grid in the run's samples/ folder; its path printed."""
+    height, width, channels = request.prompt_format.image_shape
+    buffer = torch.zeros(num_samples, height * width * channels, dtype=torch.long)
+    count = len(request.prompt)
+    buffer[:, :count] = torch.tensor(request.prompt)
+    out = complete(request.task, buffer[:, : count + request.new_tokens], count, sampling, generator, step=step)
+    buffer[:, : out.shape[1]] = out
+    path = Path(unused_path(str(request.run_directory / "samples" / (output or f"generate-seed{seed}.png"))))
+    save_png(image_grid(buffer.to(torch.uint8).view(-1, height, width, channels).numpy()), path)
+    print(path, flush=True)
+
+
+def write_text(request: Request, samples: list[list[int]], output: str) -> None:
+    """The samples' text (prompt and continuation, one block each) in the run's samples/ folder; its path printed."""
+    fmt, blocks = request.prompt_format, []
+    for ids in samples:
+        blocks.append("".join(fmt.piece(list(part)) or "" for part in (request.prompt, ids)))
+    path = Path(unused_path(str(request.run_directory / "samples" / output)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
+    note(f"wrote {path}")
+
+
+def generate(
+    ckpt_path: str,
+    prompt: str | None = None,
+    prompt_file: str | None = None,
+    max_new_tokens: int | None = None,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float = 1.0,
+    seed: int = 0,
+    num_samples: int = 1,
+    root: str = ".",
+    output: str | None = None,
+    compile: bool = False,
+) -> None:
+    """Generate from the checkpoint of an autoregressive task: text, copies, or images (a PNG grid).
+
+    The prompt is read in one parallel pass; then each token comes from the recurrent step in constant
+    memory and is printed as it is chosen. The same seed gives the same output.
+
+    Args:
+        ckpt_path: a .ckpt file, or 'last' / 'best': the newest of an autoregressive task under --root.
+        prompt: the text to continue (a copy model: symbols such as '3 1 4'; an image model: leading
+            bytes such as '0 0 0', default '0').
+        prompt_file: a UTF-8 file holding the prompt, instead of --prompt.
+        max_new_tokens: tokens to generate (default: 200 for text, the prompt's length for a copy, the
+            rest of the image for an image model).
+        temperature: 0 picks the most likely token (greedy); above 0 samples, sharper below 1.
+        top_k: sample only among the k most likely tokens (default: all).
+        top_p: sample only among the most likely tokens that hold this share of probability (0, 1].
+        seed: seed of the random choices.
+        num_samples: samples of the same prompt (images: tiles of one grid).
+        root: directory searched for 'last' and 'best'.
+        output: also write the samples to this file name in the run's samples/ folder (images: the
+            grid's name, default generate-seed<seed>.png).
+        compile: compile the step with torch.compile first (faster per token; compiling takes seconds).
+    """
+    sampling = Sampling(temperature, top_k, top_p)
+    if num_samples < 1:
+        raise CommandError(f"--num_samples must be >= 1, got {num_samples}")
+    path, checkpoint, task_class = find_generating_checkpoint(ckpt_path, root)
+    task = build_task(path, checkpoint, task_class)
+    fmt = prompt_format(task, checkpoint)
+    ids = read_prompt(prompt, prompt_file, fmt)
+    request = Request(task, fmt, ids, new_token_count(task, fmt, ids, max_new_tokens), run_directory_of_checkpoint(path))
+    note(f"checkpoint: {os.path.abspath(path)} ({task_class.__name__})")
+    if output or isinstance(fmt, ByteFormat):
+        note(f"run directory: {request.run_directory}")
+    step = steps_for(task, compile)
+    generator = torch.Generator().manual_seed(seed)
+    start = time.perf_counter()
+    if isinstance(fmt, ByteFormat):
+        write_image_grid(request, sampling, generator, step, num_samples, output, seed)
+    else:
+        samples = []
+        for index in range(num_samples):
+            if num_samples > 1:
+                print(f"--- sample {index + 1} of {num_samples} ---", flush=True)
+            samples.append(stream_sample(request, sampling, generator, step))
+        if output:
+            write_text(request, samples, output)
+    seconds = time.perf_counter() - start
+    generated = request.new_tokens * num_samples
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    note(f"prompt {len(ids)} tokens, generated {generated} tokens in {seconds:.2f} s ({generated / seconds:.1f} "
+         f"tokens/s, prefill included), peak memory {peak:.0f} MiB")

@@ -1,0 +1,128 @@
+"""Each autoregressive task's prompt and output as text: a tokenizer's text, copy symbols, image bytes.
+
+A ``PromptFormat`` turns the ``--prompt`` text into token ids (a ValueError naming what it cannot
+read and what is allowed) and generated ids back into text, piece by piece as they come.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from lintf.data.copy import FIRST_SYMBOL, PAD, SEP
+from lintf.data.images import IMAGE_SHAPES
+from lintf.data.tokenizers import Tokenizer, tokenizer_from_checkpoint
+from lintf.tasks.autoregressive import AutoregressiveTask
+from lintf.tasks.copy import CopyTask
+from lintf.tasks.image_generation import ImageGenerationTask
+
+REPLACEMENT = "\ufffd"
+"""What a tokenizer decodes an incomplete UTF-8 character to: such a piece waits for the next token."""
+
+
+class PromptFormat:
+    """Prompt text -> token ids, and generated ids -> text pieces (one decoder per sample stream)."""
+
+    def encode(self, text: str) -> list[int]:
+        raise NotImplementedError
+
+    def piece(self, pending: list[int]) -> str | None:
+        """Text of the ids generated since the last piece, or None while they end inside a character."""
+        raise NotImplementedError
+
+
+class TextFormat(PromptFormat):
+    """Text read and written with the tokenizer stored in the checkpoint.
+
+    Args:
+        tokenizer: the checkpoint's tokenizer.
+    """
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)
+
+    def piece(self, pending: list[int]) -> str | None:
+        text = self.tokenizer.decode(pending)
+        return None if text.endswith(REPLACEMENT) and len(pending) < 4 else text  # a UTF-8 character has <= 4 bytes
+
+
+class SymbolFormat(PromptFormat):
+    """The copy task's sequences: symbols as indices ``0 .. n_symbols-1``; the separator is appended to the prompt.
+
+    Args:
+        n_symbols: distinct symbols of the checkpoint's vocabulary.
+    """
+
+    def __init__(self, n_symbols: int) -> None:
+        self.n_symbols = n_symbols
+
+    def encode(self, text: str) -> list[int]:
+        words = text.split()
+        bad = [word for word in words if not (word.isdigit() and int(word) < self.n_symbols)]
+        if bad:
+            raise ValueError(f"the copy task's prompt is symbols 0..{self.n_symbols - 1} separated by spaces (e.g. "
+                             f"'3 1 4 1 5'), got {', '.join(repr(word) for word in bad[:5])}")
+        return [FIRST_SYMBOL + int(word) for word in words] + ([SEP] if words else [])
+
+    def piece(self, pending: list[int]) -> str:
+        names = {PAD: "PAD", SEP: "SEP"}
+        return "".join(f"{names.get(token, token - FIRST_SYMBOL)} " for token in pending)
+
+
+class ByteFormat(PromptFormat):
+    """An image's leading bytes in raster order, 0..255 separated by spaces; the output is a PNG grid.
+
+    Args:
+        image_shape: (height, width, channels) of the images the checkpoint models.
+    """
+
+    def __init__(self, image_shape: tuple[int, int, int]) -> None:
+        self.image_shape = image_shape
+
+    def encode(self, text: str) -> list[int]:
+        words = text.split()
+        bad = [word for word in words if not (word.isdigit() and int(word) <= 255)]
+        if bad:
+            raise ValueError(f"an image model's prompt is its first bytes in raster order, 0..255 separated by "
+                             f"spaces (e.g. '0 0 0'), got {', '.join(repr(word) for word in bad[:5])}")
+        return [int(word) for word in words]
+
+    def piece(self, pending: list[int]) -> str:
+        return ""
+
+
+def image_shape_of(task: ImageGenerationTask, checkpoint: dict[str, Any]) -> tuple[int, int, int]:
+    """The (H, W, C) of the images ``task`` was trained on: its data module's dataset, else the one of its size."""
+    dataset = (checkpoint.get("datamodule_hyper_parameters") or {}).get("dataset")
+    if dataset in IMAGE_SHAPES:
+        return IMAGE_SHAPES[dataset]
+    length = task.max_length + 1
+    for shape in IMAGE_SHAPES.values():
+        if shape[0] * shape[1] * shape[2] == length:
+            return shape
+    raise ValueError(f"cannot tell the image shape of a checkpoint whose images have {length} bytes and no dataset "
+                     f"of {', '.join(IMAGE_SHAPES)} recorded")
+
+
+def prompt_format(task: AutoregressiveTask, checkpoint: dict[str, Any]) -> PromptFormat:
+    """How ``task`` (rebuilt from ``checkpoint``) reads a prompt and shows its output."""
+    if isinstance(task, ImageGenerationTask):
+        return ByteFormat(image_shape_of(task, checkpoint))
+    if isinstance(task, CopyTask):
+        return SymbolFormat(task.hparams.vocab_size - FIRST_SYMBOL)
+    return TextFormat(tokenizer_from_checkpoint(checkpoint))
+
+
+def decode_stream(prompt_format: PromptFormat, tokens: Sequence[int]) -> str:
+    """The whole text of ``tokens`` as the pieces ``prompt_format`` gives while they come one by one."""
+    pieces, pending = [], []
+    for token in tokens:
+        pending.append(token)
+        piece = prompt_format.piece(pending)
+        if piece is not None:
+            pieces.append(piece)
+            pending = []
+    return "".join(pieces)
