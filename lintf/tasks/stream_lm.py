@@ -124,7 +124,7 @@ class StreamLanguageModelTask(AutoregressiveTask):
             checkpoint[TOKENIZER_KEY] = tokenizer.to_dict()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Give the data module the checkpoint's tokenizer, so a resumed or evaluated run reads the ids it trained on."""
+        """Give the data module the checkpoint's tokenizer: a resumed or evaluated run reads the ids it trained on."""
         datamodule = self.attached_datamodule
         if TOKENIZER_KEY in checkpoint and hasattr(datamodule, "use_tokenizer"):
             datamodule.use_tokenizer(tokenizer_from_checkpoint(checkpoint))

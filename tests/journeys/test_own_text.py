@@ -114,7 +114,7 @@ def test_a_text_too_small_for_one_segment_gets_one_paragraph_with_the_minimum(tm
     assert lintf("fit", "--config", CONFIG, "--data.path", "small.txt", *TINY) == 2
     err = capsys.readouterr().err
     (error,) = [line for line in err.splitlines() if line.startswith("lintf: error:")]
-    assert "TextStreamData: small.txt is too short:" in error and "A text needs at least 826 characters" in error
+    assert "TextStreamData: small.txt is too short:" in error and "a text needs at least 826 characters" in error
     assert "Traceback" not in err and written(tmp_path) == []
 
 

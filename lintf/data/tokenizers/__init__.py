@@ -12,5 +12,5 @@ from lintf.data.tokenizers.bpe import BPETokenizer
 from lintf.data.tokenizers.char import CharTokenizer
 from lintf.data.tokenizers.utf8_bytes import ByteTokenizer
 
-__all__ = ["TOKENIZER_KEY", "TOKENIZERS", "BPETokenizer", "ByteTokenizer", "CharTokenizer", "Tokenizer", "tokenizer_from_checkpoint",
-           "tokenizer_from_dict"]
+__all__ = ["TOKENIZER_KEY", "TOKENIZERS", "BPETokenizer", "ByteTokenizer", "CharTokenizer", "Tokenizer",
+           "tokenizer_from_checkpoint", "tokenizer_from_dict"]

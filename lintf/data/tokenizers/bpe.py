@@ -21,7 +21,8 @@ def huggingface_tokenizers() -> Any:
     try:
         import tokenizers
     except ImportError:
-        raise ValueError("the bpe tokenizer needs the Hugging Face tokenizers package: pip install tokenizers") from None
+        raise ValueError("the bpe tokenizer needs the Hugging Face tokenizers package: "
+                         "pip install tokenizers") from None
     return tokenizers
 
 
