@@ -174,7 +174,9 @@ class MemoryCompressedAttention(Attention):
             torch.ones(batch_size, 1, recent, dtype=torch.bool, device=device), 0,
         )
 
-    def attend_step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: CompressedCache) -> tuple[Tensor, CompressedCache]:
+    def attend_step(
+        self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: CompressedCache
+    ) -> tuple[Tensor, CompressedCache]:
         acc = state.keys.dtype
         with torch.autocast(q_t.device.type, enabled=False):
             window_keys = torch.cat([state.recent_keys, k_t.to(acc).unsqueeze(2)], dim=2)  # (B, H, k, D)

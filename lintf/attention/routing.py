@@ -160,7 +160,7 @@ class RoutingAttention(Attention):
 
     @torch.no_grad()
     def update_centroids(self, q: Tensor, k: Tensor, query_clusters: Tensor, key_clusters: Tensor) -> None:
-        """One online k-means step on the unit queries and keys (padded keys, cluster C, and non-finite ones left out)."""
+        """One online k-means step on the unit queries and keys (padded keys, cluster C, and non-finite ones out)."""
         points = torch.cat([F.normalize(q, dim=-1).flatten(0, 2), F.normalize(k, dim=-1).flatten(0, 2)])  # (P, D)
         clusters = torch.cat([query_clusters.flatten(), key_clusters.flatten()])  # (P,)
         points = points.masked_fill(~points.isfinite().all(-1, keepdim=True), 0.0)

@@ -50,7 +50,8 @@ def test_routing_matches_the_masked_reference_forward_and_gradients(causal, spre
     expected = naive_routing(q, k, v, attention.centroids, causal, padding)
     torch.testing.assert_close(out, expected, **TIGHT)
     upstream = torch.randn_like(out)
-    for got, want in zip(torch.autograd.grad(out, (q, k, v), upstream), torch.autograd.grad(expected, (q, k, v), upstream)):
+    grads, expected_grads = (torch.autograd.grad(y, (q, k, v), upstream) for y in (out, expected))
+    for got, want in zip(grads, expected_grads):
         torch.testing.assert_close(got, want, **TIGHT)
 
 
@@ -78,7 +79,8 @@ def test_training_moves_the_centroids_by_one_online_kmeans_step():
     padding[1, 7:] = True
     before = attention.centroids.clone()
     expected = before.clone()
-    points = torch.cat([F.normalize(q, dim=-1).reshape(-1, 8), F.normalize(k, dim=-1)[~padding[:, None].expand(-1, 3, -1)]])
+    unpadded_keys = F.normalize(k, dim=-1)[~padding[:, None].expand(-1, 3, -1)]  # (P_k, D)
+    points = torch.cat([F.normalize(q, dim=-1).reshape(-1, 8), unpadded_keys])
     nearest = (points @ before.T).argmax(-1)
     for c in range(3):
         if (nearest == c).any():
