@@ -226,5 +226,5 @@ class TextStreamData(SplitDataModule):
         if not isinstance(interval, int) or interval <= batches or trainer.check_val_every_n_epoch is None:
             return
         trainer.check_val_every_n_epoch = None
-        notice(f"an epoch of {self.describe()} is {batches} training batches, fewer than val_check_interval "
-               f"{interval}: validating every {interval} steps, counted across epochs")
+        notice(f"an epoch of {self.describe()} has {batches} training batch{'' if batches == 1 else 'es'}, fewer than "
+               f"val_check_interval {interval}: validating every {interval} steps, counted across epochs")
