@@ -42,8 +42,8 @@ test -s "$work/fit/lightning_logs/version_0/checkpoints/last.ckpt"
 # (c) two processes from an empty extension cache: the first builds (and says only that on stderr),
 # the second loads that build and writes nothing to stderr; torch's own note that a CUDA build of
 # torch finds no CUDA runtime (this machine has no GPU) is no message of lintf's
-load='import lintf.ops._ext as e; assert e.load_extension(), "the compiled op did not load"'
-notice="$("$venv/bin/python" -c 'from lintf.ops._ext import BUILD_NOTICE; print(BUILD_NOTICE)')"
+load='from lintf.ops.extension import load_library; assert load_library(), "the compiled op did not load"'
+notice="$("$venv/bin/python" -c 'from lintf.ops.extension.build import BUILD_NOTICE; print(BUILD_NOTICE)')"
 no_gpu='torch/utils/cpp_extension\.py:[0-9]+\] No CUDA runtime is found'
 failed=""
 for process in first second; do

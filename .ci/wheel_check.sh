@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A built wheel, installed (not editable) into a fresh virtual environment, builds and uses the compiled
-# causal-product op: the kernel sources travel inside the package.
+# ops: the kernel sources (the csrc/ tree, folders kept) travel inside the package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$(pwd)"
@@ -18,16 +18,23 @@ import torch
 
 import lintf
 import lintf.ops
-from lintf.ops.reference import causal_linear_attention_reference
+from lintf.ops.causal.reference import causal_linear_attention_reference
+from lintf.ops.decayed import compiled as decayed_compiled
+
+
+def kernel_sources(root: Path) -> set[str]:
+    """The C++/CUDA files under root, as paths relative to it."""
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.suffix in {".h", ".cpp", ".cu", ".cuh"}}
+
 
 installed = Path(lintf.__file__).resolve()
 assert installed.is_relative_to(Path(sys.prefix).resolve()), f"imported {installed}, not the installed wheel"
-kernel_files = {p.name for p in (Path(os.environ["LINTF_REPO"]) / "csrc").iterdir() if p.suffix in {".h", ".cpp", ".cu", ".cuh"}}
-shipped = {p.name for p in (installed.parent / "ops" / "csrc").glob("*")}
-assert kernel_files <= shipped, f"the wheel lacks kernel sources: {sorted(kernel_files - shipped)}"
+missing = kernel_sources(Path(os.environ["LINTF_REPO"]) / "csrc") - kernel_sources(installed.parent / "ops" / "csrc")
+assert not missing, f"the wheel lacks kernel sources: {sorted(missing)}"
 assert lintf.ops.compiled_op_available("cpu"), "the installed copy fell back to the PyTorch path"
+assert decayed_compiled.serves(torch.device("cpu")), "the installed copy lacks the compiled decayed product"
 q, k = torch.rand(2, 3, 40, 8, dtype=torch.float64), torch.rand(2, 3, 40, 8, dtype=torch.float64)
 v = torch.randn(2, 3, 40, 5, dtype=torch.float64)
 torch.testing.assert_close(lintf.ops.causal_linear_attention(q, k, v), causal_linear_attention_reference(q, k, v))
-print(f"wheel check: {installed.parent} builds and uses the compiled op")
+print(f"wheel check: {installed.parent} builds and uses the compiled ops")
 PY

@@ -42,9 +42,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from lintf.ops import (LinearAttentionState, _ext, causal_linear_attention, compiled_op_available,
-                       cpu_output_cache_stats)
-from lintf.ops.fallback import causal_linear_attention_pytorch
+from lintf.ops import (LinearAttentionState, causal_linear_attention, compiled_op_available, cpu_output_cache_stats,
+                       cpu_vector_path, cpu_vector_paths)
+from lintf.ops.causal.chunked import causal_linear_attention_pytorch
 
 from benchmarks.measure import (environment_variable, peak_extra_mb, positive_int, run_isolated,
                                 seconds_per_thread_count)
@@ -108,7 +108,7 @@ def implementations() -> dict[str, Fn]:
     if not compiled_op_available("cpu"):
         sys.exit("the compiled op is not available; see the warning above")
     impls: dict[str, Fn] = {"lintf op": causal_linear_attention, "lintf op, state": op_with_state}
-    impls.update({f"lintf op [{path}]": OpOnPath(path) for path in _ext.cpu_vector_paths()[1:]})
+    impls.update({f"lintf op [{path}]": OpOnPath(path) for path in cpu_vector_paths()[1:]})
     impls.update({"lintf pytorch": causal_linear_attention_pytorch, "sdpa": sdpa})
     reference = fast_transformers_attention()
     if reference is not None:
@@ -348,7 +348,7 @@ def main() -> None:
         "# Causal product benchmark\n\n",
         f"`python -m benchmarks.causal_product` (torch {torch.__version__}, {ft}).\n\n",
         f"- CPU: {cpu_model()}, {os.cpu_count()} logical cores\n",
-        f"- vector path of the op: {_ext.cpu_vector_path()} (this CPU runs: {', '.join(_ext.cpu_vector_paths())})\n",
+        f"- vector path of the op: {cpu_vector_path()} (this CPU runs: {', '.join(cpu_vector_paths())})\n",
         f"- output cache of the op: bound {cache_mb} MB at the end of the run ({cache_bound}; freed outputs' "
         "buffers are reused; the memory columns are measured with it off, LINTF_CPU_OUTPUT_CACHE_MB=0)\n",
         f"- load average (1 min) before / after the timings: {load_before:.2f} / {load_after:.2f}\n",

@@ -7,7 +7,7 @@ B=1, H=16 (B*H = 16), C = M = dim, q and k elu+1 feature maps, v Gaussian. For e
 forward and forward+backward (autograd, gradients of q, k, v) of:
   lintf chunked   lintf's CUDA op with LINTF_CUDA_KERNEL=chunked (tensor-core chunked kernel)
   lintf scan      the same op with LINTF_CUDA_KERNEL=scan (the sequential scan kernel)
-  lintf pytorch   lintf's pure-PyTorch chunked path (lintf.ops.fallback) on the GPU
+  lintf pytorch   lintf's pure-PyTorch chunked path (lintf.ops.causal.chunked) on the GPU
   SDPA            scaled_dot_product_attention(is_causal=True), head dim = dim (flash for bf16; fp32 has
                   no flash kernel, so the memory-efficient one; the O(N^2) math backend is excluded)
   FLA chunk / FLA recurrent
@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from lintf.ops import causal_linear_attention, compiled_op_available
-from lintf.ops.fallback import causal_linear_attention_pytorch
+from lintf.ops.causal.chunked import causal_linear_attention_pytorch
 
 HEADS = 16
 RESULTS = Path(__file__).parent / "results"

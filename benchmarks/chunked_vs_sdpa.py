@@ -1,7 +1,7 @@
 """Causal attention forward+backward: lintf's chunked linear path vs softmax SDPA (is_causal).
 
 Prints one table measured in this run (B=1, H=8, D=M=64, fp32, default threads): time of the
-pure-PyTorch chunked causal linear attention (``lintf.ops.fallback``, elu features) and of
+pure-PyTorch chunked causal linear attention (``lintf.ops.causal.chunked``, elu features) and of
 ``scaled_dot_product_attention(is_causal=True)``, their ratio, and each one's peak extra
 resident memory, every measurement in a fresh process. Writes the table to
 benchmarks/results/chunked_vs_sdpa.md.
@@ -27,7 +27,7 @@ def measure_one(method: str, length: int, threads: int) -> dict[str, float]:
     import torch.nn.functional as F
 
     torch.set_num_threads(threads)
-    from lintf.ops.fallback import causal_linear_attention_pytorch
+    from lintf.ops.causal.chunked import causal_linear_attention_pytorch
 
     def chunked_linear(q, k, v):
         return causal_linear_attention_pytorch(F.elu(q) + 1, F.elu(k) + 1, v)

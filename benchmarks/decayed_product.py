@@ -2,7 +2,7 @@
 
     python -m benchmarks.decayed_product [--lengths 1024 4096 16384] [--repeats 5]
 
-Both through ``lintf.ops.decayed.decayed_dot_product``; the PyTorch path is the one it takes with
+Both through ``lintf.ops.decayed_dot_product``; the PyTorch path is the one it takes with
 LINTF_EXTENSION=off (chunks of 64). B=1, H=8, C=M=64, fp32 q, k, v, log_decay uniform in
 [-0.1, 0] (data-dependent decays like gated linear attention's, so the backward computes the
 gradient of log_decay too). One thread (torch.set_num_threads(1)), median of 5 calls after one
@@ -20,9 +20,8 @@ from pathlib import Path
 
 import torch
 
-from lintf.ops import _ext
-from lintf.ops.decayed import decayed_dot_product
-from lintf.ops.decayed_op import serves
+from lintf.ops import cpu_vector_path, decayed_dot_product
+from lintf.ops.decayed.compiled import serves
 
 from benchmarks.causal_product import cpu_model
 from benchmarks.measure import environment_variable, median_seconds, peak_extra_mb, release_freed_memory_eagerly
@@ -72,7 +71,7 @@ def report(rows: list[Row], repeats: int, load: tuple[float, float]) -> list[str
         "",
         "`python -m benchmarks.decayed_product`",
         "",
-        f"torch {torch.__version__}; CPU: {cpu_model()}; vector path of the op: {_ext.cpu_vector_path()}; 1 thread.",
+        f"torch {torch.__version__}; CPU: {cpu_model()}; vector path of the op: {cpu_vector_path()}; 1 thread.",
         f"B=1, H={HEADS}, C=M={DIM}, fp32, log_decay in [-0.1, 0]; median of {repeats} calls after a warm-up call.",
         "Both columns go through `decayed_dot_product`: the compiled CPU op (chunks of 32, constant-memory",
         "backward) and the PyTorch chunked path (LINTF_EXTENSION=off, chunks of 64, autograd backward).",

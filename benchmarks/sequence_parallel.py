@@ -4,7 +4,7 @@
 
 Each run spawns R gloo processes (one thread each); rank r holds positions [r N/R, (r+1) N/R) of
 q, k, v (B=1, H=4, C=M=32, fp32, q and k elu+1 feature maps) and runs forward+backward of
-``lintf.ops.sequence_parallel.sequence_parallel_causal_linear_attention``. Reported per rank: the
+``lintf.ops.sequence_parallel_causal_linear_attention``. Reported per rank: the
 inputs it holds, and the peak resident memory of the forward+backward beyond them (Linux's
 resettable VmHWM; the processes return freed memory to the kernel at once). The outputs of every
 rank are checked against the single-process op on the whole sequence. Writes
@@ -28,8 +28,7 @@ import torch.nn.functional as F
 
 from benchmarks.measure import peak_extra_mb, release_freed_memory_eagerly
 from lintf.run.checkpoint_files import load_checkpoint_file
-from lintf.ops import causal_linear_attention
-from lintf.ops.sequence_parallel import sequence_parallel_causal_linear_attention, split_sequence
+from lintf.ops import causal_linear_attention, sequence_parallel_causal_linear_attention, split_sequence
 
 HEADS, FEATURES = 4, 32
 RESULTS = Path(__file__).parent / "results"

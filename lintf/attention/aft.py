@@ -5,7 +5,7 @@
 Causal: the softmax runs over keys 0..i, an RNN with a running maximum m_i per channel (as in
 online softmax): num_i = exp(m_{i-1} - m_i) num_{i-1} + exp(k_i - m_i) v_i, den likewise with 1,
 so every exponent is <= 0 whatever the logits. ``forward`` runs it as a decayed prefix sum
-(``lintf.ops.decayed.decayed_cumsum``, O(N D log N)); ``step`` runs it one position at a time.
+(``lintf.ops.decayed_cumsum``, O(N D log N)); ``step`` runs it one position at a time.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import torch
 from torch import Tensor
 
 from lintf.attention.base import Attention, State
-from lintf.ops.dtypes import accumulation_dtype
-from lintf.ops.decayed import decayed_cumsum
+from lintf.ops import accumulation_dtype, decayed_cumsum
 from lintf.registry import register_attention
 
 

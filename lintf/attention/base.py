@@ -42,7 +42,7 @@ import torch
 from torch import Tensor, nn
 
 from lintf.attention.state import State, check_state, check_state_type
-from lintf.ops.state import OP_STATES
+from lintf.ops import OP_STATES
 from lintf.registry import ATTENTIONS
 
 

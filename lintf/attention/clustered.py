@@ -14,7 +14,7 @@ from lintf.attention.arguments import positive_int
 from lintf.attention.base import Attention, State
 from lintf.attention.clustering import cluster_means, hash_codes, kmeans_hamming
 from lintf.attention.masking import masked_softmax
-from lintf.ops.dtypes import accumulation_dtype
+from lintf.ops import accumulation_dtype
 from lintf.registry import register_attention
 
 

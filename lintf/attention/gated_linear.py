@@ -23,9 +23,7 @@ from torch import Tensor, nn
 from lintf.attention.arguments import non_negative
 from lintf.attention.base import Attention, State
 from lintf.attention.linear import empty_linear_state
-from lintf.ops import LinearAttentionState
-from lintf.ops.dtypes import accumulation_dtype
-from lintf.ops.decayed import decayed_linear_attention
+from lintf.ops import LinearAttentionState, accumulation_dtype, decayed_linear_attention
 from lintf.registry import build_feature_map, register_attention
 
 

@@ -15,10 +15,7 @@ from torch import Tensor
 
 from lintf.attention.arguments import non_negative
 from lintf.attention.base import Attention, State
-from lintf.ops import LinearAttentionState, causal_linear_attention
-from lintf.ops.dtypes import accumulation_dtype
-from lintf.ops.state import check_state
-from lintf.ops.sequence_parallel import incoming_state
+from lintf.ops import LinearAttentionState, accumulation_dtype, causal_linear_attention, check_state, incoming_state
 from lintf.registry import build_feature_map, register_attention
 
 
@@ -89,7 +86,7 @@ class LinearAttention(Attention):
         """The causal product from ``state`` (None: an empty prefix), and the state after it if asked.
 
         Under sequence parallelism the earlier ranks' positions join the prefix: their summed state
-        (``lintf.ops.sequence_parallel``) is added to ``state``.
+        (``lintf.ops.incoming_state``) is added to ``state``.
         """
         if self.sequence_parallel_group is not None:
             earlier = incoming_state(phi_k, v, self.sequence_parallel_group)

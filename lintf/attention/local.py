@@ -11,7 +11,7 @@ from torch import Tensor
 
 from lintf.attention.base import Attention, State
 from lintf.attention.masking import masked_softmax
-from lintf.ops.dtypes import accumulation_dtype
+from lintf.ops import accumulation_dtype
 from lintf.registry import register_attention
 
 

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from lintf.attention.base import Attention, State
 from lintf.attention.cache import cache_append, empty_cache, records_graph
-from lintf.ops.dtypes import accumulation_dtype
+from lintf.ops import accumulation_dtype
 from lintf.registry import register_attention
 
 MASKED = -1e9  # finite, so rows with nothing visible stay NaN-free

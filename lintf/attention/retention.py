@@ -23,8 +23,7 @@ import torch
 from torch import Tensor
 
 from lintf.attention.base import Attention, State
-from lintf.ops.dtypes import accumulation_dtype
-from lintf.ops.decayed import bidirectional_decayed_dot_product, decayed_dot_product
+from lintf.ops import accumulation_dtype, bidirectional_decayed_dot_product, decayed_dot_product
 from lintf.registry import build_feature_map, register_attention
 
 

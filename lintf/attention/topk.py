@@ -9,7 +9,7 @@ from lintf.attention.base import Attention, State
 from lintf.attention.cache import append_position, causal_visibility, empty_kv_cache, extend_cache
 from lintf.attention.masking import masked_softmax, visible_keys
 from lintf.attention.state import KVCache
-from lintf.ops.dtypes import accumulation_dtype
+from lintf.ops import accumulation_dtype
 from lintf.registry import register_attention
 
 

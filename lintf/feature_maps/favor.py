@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from lintf.feature_maps.base import FeatureMap
-from lintf.ops.dtypes import accumulation_dtype
+from lintf.ops import accumulation_dtype
 from lintf.registry import register_feature_map
 
 

@@ -1,151 +1,43 @@
-"""Causal product ops: the one entry point every causal linear attention goes through.
+"""lintf's ops on tensors: the causal product of linear attention and its decayed relative, compiled or in PyTorch.
 
-``causal_linear_attention`` and ``causal_dot_product`` validate their inputs, accumulate in
-fp32 (fp64 for fp64 inputs) and return the input dtype (under autocast: the autocast dtype).
-Both continue from an optional ``initial_state`` and can return the final state
-(``LinearAttentionState``, ``state.py``), so a sequence processed in pieces gives exactly the
-output and gradients of the whole. They run the compiled op ``lintf::causal_product``
-(``csrc/``, registered in ``causal_product.py``, built or loaded by ``_ext.py``) when it is
-available for the inputs' device, and the pure-PyTorch chunked path (``fallback.py``,
-``chunked.py``) otherwise. ``reference.py`` holds the naive O(N^2) forms used by tests.
+``causal/``     the causal product; ``causal/product.py`` is the one entry point of causal linear attention
+``decayed/``    the decayed causal product (retention, gated linear attention) and AFT's decayed prefix sum
+``common/``     what the ops share: argument checks, the accumulation dtype, the compiled CPU runtime's reports
+``extension/``  the compiled library built from ``csrc/``: build, manifest, lock, load; it knows no op
+
+Each op's ``compiled.py`` connects it to the library; everything else runs without a compiler.
 """
 
-from __future__ import annotations
-
-import torch
-from torch import Tensor
-
-from lintf.ops import _ext
-from lintf.ops._ext import cpu_output_cache_stats, empty_cpu_output_cache
-from lintf.ops.arguments import check_eps
-from lintf.ops.causal_product import causal_product as _compiled_causal_product
-from lintf.ops.dtypes import autocast_enabled
-from lintf.ops.environment import check_environment
-from lintf.ops.fallback import causal_product_pytorch
-from lintf.ops.state import LinearAttentionState, check_state
+from lintf.ops.causal.compiled import serves as compiled_op_available
+from lintf.ops.causal.product import causal_dot_product, causal_linear_attention
+from lintf.ops.causal.sequence_parallel import (incoming_state, sequence_parallel_causal_dot_product,
+                                                sequence_parallel_causal_linear_attention, split_sequence)
+from lintf.ops.causal.state import OP_STATES, LinearAttentionState, check_state
+from lintf.ops.common.cpu import cpu_output_cache_stats, cpu_vector_path, cpu_vector_paths, empty_cpu_output_cache
+from lintf.ops.common.dtypes import accumulation_dtype
+from lintf.ops.decayed.cumsum import decayed_cumsum
+from lintf.ops.decayed.product import bidirectional_decayed_dot_product, decayed_dot_product, decayed_linear_attention
+from lintf.ops.extension.environment import check_environment
 
 __all__ = [
+    "OP_STATES",
     "LinearAttentionState",
+    "accumulation_dtype",
+    "bidirectional_decayed_dot_product",
     "causal_dot_product",
-    "check_environment",
     "causal_linear_attention",
+    "check_environment",
+    "check_state",
     "compiled_op_available",
     "cpu_output_cache_stats",
+    "cpu_vector_path",
+    "cpu_vector_paths",
+    "decayed_cumsum",
+    "decayed_dot_product",
+    "decayed_linear_attention",
     "empty_cpu_output_cache",
+    "incoming_state",
+    "sequence_parallel_causal_dot_product",
+    "sequence_parallel_causal_linear_attention",
+    "split_sequence",
 ]
-
-_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
-
-@torch.compiler.assume_constant_result
-def compiled_op_available(device_type: str) -> bool:
-    """Whether the compiled op serves device_type ("cpu", "cuda"); builds it on first call."""
-    return _ext.serves(device_type)
-
-
-def _autocast_inputs(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Under autocast, run in the autocast dtype (like a matmul); fp64 inputs stay fp64."""
-    device_type = q.device.type
-    if not autocast_enabled(device_type):
-        return q, k, v
-    if torch.float64 in (q.dtype, k.dtype, v.dtype):
-        return q, k, v
-    dtype = torch.get_autocast_dtype(device_type)
-    return tuple(t.to(dtype) if t.is_floating_point() else t for t in (q, k, v))
-
-
-def check_causal_product_inputs(q: Tensor, k: Tensor, v: Tensor) -> None:
-    """Raise ValueError unless q, k (B, H, N, C) and v (B, H, N, M) agree."""
-    for name, tensor in (("q", q), ("k", k), ("v", v)):
-        if tensor.dim() != 4:
-            raise ValueError(
-                f"causal product: {name} must be 4-D (B, H, N, features), got shape {tuple(tensor.shape)}"
-            )
-        if tensor.dtype not in _FLOAT_DTYPES:
-            raise ValueError(
-                f"causal product: {name} has dtype {tensor.dtype}; allowed: "
-                + ", ".join(str(d) for d in _FLOAT_DTYPES)
-            )
-    if q.shape != k.shape:
-        raise ValueError(
-            f"causal product: q and k must have the same shape (B, H, N, C), got {tuple(q.shape)} and {tuple(k.shape)}"
-        )
-    if v.shape[:3] != q.shape[:3]:
-        raise ValueError(
-            f"causal product: v must be (B, H, N, M) with (B, H, N) = {tuple(q.shape[:3])} as in q, "
-            f"got {tuple(v.shape)}"
-        )
-    if not (q.dtype == k.dtype == v.dtype):
-        raise ValueError(f"causal product: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if not (q.device == k.device == v.device):
-        raise ValueError(f"causal product: q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
-
-
-def _causal_product(
-    q: Tensor, k: Tensor, v: Tensor, eps: float, normalize: bool, initial_state: object, return_state: bool
-) -> Tensor | tuple[Tensor, LinearAttentionState]:
-    """Validate, then run the compiled op or the pure-PyTorch path (see the public functions)."""
-    if normalize:
-        check_eps("causal linear attention", eps)
-    q, k, v = _autocast_inputs(q, k, v)
-    check_causal_product_inputs(q, k, v)
-    state = None if initial_state is None else check_state(initial_state, q, v)
-    if compiled_op_available(q.device.type):
-        out, final = _compiled_causal_product(q, k, v, float(eps), normalize, state)
-    else:
-        out, final = causal_product_pytorch(q, k, v, float(eps), normalize, state, final_state=return_state)
-    return (out, final) if return_state else out
-
-
-def causal_dot_product(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    *,
-    initial_state: LinearAttentionState | None = None,
-    return_state: bool = False,
-) -> Tensor | tuple[Tensor, LinearAttentionState]:
-    """Numerator of causal linear attention: out_i = q_i S0 + sum_{j<=i} (q_i . k_j) v_j.
-
-    Args:
-        q: (B, H, N, C) feature-mapped queries.
-        k: (B, H, N, C) feature-mapped keys.
-        v: (B, H, N, M) values.
-        initial_state: state (S0, z0) of earlier positions, in the accumulation dtype (fp32, fp64 for
-            fp64 inputs); None means an empty prefix. z0 does not enter the numerator, but is carried on.
-        return_state: also return the state after the last position.
-
-    Returns:
-        (B, H, N, M) in the dtype of v (the autocast dtype under autocast); with return_state, the
-        pair (out, LinearAttentionState(S0 + sum_j k_j v_j^T, z0 + sum_j k_j)).
-    """
-    return _causal_product(q, k, v, 0.0, False, initial_state, return_state)
-
-
-def causal_linear_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    eps: float = 1e-6,
-    *,
-    initial_state: LinearAttentionState | None = None,
-    return_state: bool = False,
-) -> Tensor | tuple[Tensor, LinearAttentionState]:
-    """Causal linear attention with its normaliser.
-
-    out_i = (q_i S0 + sum_{j<=i} (q_i . k_j) v_j) / (q_i . z0 + sum_{j<=i} q_i . k_j + eps)
-
-    Args:
-        q: (B, H, N, C) feature-mapped (non-negative) queries.
-        k: (B, H, N, C) feature-mapped (non-negative) keys.
-        v: (B, H, N, M) values.
-        eps: added to the denominator; a finite number >= 0 (else a ValueError).
-        initial_state: state (S0 (B, H, C, M), z0 (B, H, C)) of earlier positions, in the accumulation
-            dtype (fp32, fp64 for fp64 inputs); None means an empty prefix.
-        return_state: also return the state after the last position.
-
-    Returns:
-        (B, H, N, M) in the dtype of v (the autocast dtype under autocast); with return_state, the
-        pair (out, LinearAttentionState(S0 + sum_j k_j v_j^T, z0 + sum_j k_j)).
-    """
-    return _causal_product(q, k, v, eps, True, initial_state, return_state)

@@ -1,7 +1,7 @@
 """The subcommands of ``lintf`` beside fit, validate, test and predict, in jsonargparse's style.
 
 A subcommand is a function whose type hints and Google-style docstring are its options and its
-``--help`` (``lintf build`` is ``lintf.ops.build.build``), or a mapping of such functions by
+``--help`` (``lintf build`` is ``lintf.ops.extension.build.build``), or a mapping of such functions by
 subcommand name (``lintf checkpoint upgrade``, ``lintf asr vtln``). A ``Command`` names it by
 import path, so ``lintf --help`` lists it without importing it. lintf's own are ``build`` and
 ``checkpoint``; extensions (``lintf.run.extensions``) add theirs with ``register_command``.
@@ -72,7 +72,7 @@ class Command:
 
 
 CORE_COMMANDS = (
-    Command("build", "Build the compiled causal-product op ahead of time.", "lintf.ops.build:build"),
+    Command("build", "Build the compiled causal-product op ahead of time.", "lintf.ops.extension.build:build"),
     Command("checkpoint", "Checkpoint files: upgrade (an older lintf's).", "lintf.run.checkpoint_format:COMMANDS"),
     Command("generate", "Generate text, copies or images from a checkpoint.", "lintf.generation.command:generate"),
 )

@@ -12,7 +12,7 @@ import errno
 
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
-from lintf.ops._ext import BuildLockError
+from lintf.ops.extension import BuildLockError
 from lintf.plugins import PluginError
 from lintf.registry import UnknownArgumentError, UnknownNameError
 from lintf.run.checkpoint_search import CheckpointError

@@ -118,9 +118,9 @@ def test_build_is_a_subcommand_and_a_module(capsys):
         main(["build", "--help"])
     out = capsys.readouterr().out
     assert exit_info.value.code == 0 and out.startswith("usage: lintf build") and "--cuda, --no-cuda" in out
-    done = subprocess.run([sys.executable, "-m", "lintf.ops.build", "--help"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "lintf.run.cli", "build", "--help"], capture_output=True, text=True,
                           timeout=120)
-    assert done.returncode == 0 and done.stdout.startswith("usage: python -m lintf.ops.build") and "--output" in done.stdout
+    assert done.returncode == 0 and done.stdout.startswith("usage: lintf build") and "--output" in done.stdout
     assert "lintf build: error: unrecognized arguments: --cpu" in failure(["build", "--cpu"], capsys)
 
 

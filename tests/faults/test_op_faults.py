@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from lintf.ops import _ext
-from lintf.ops.environment import extension_disabled
-from lintf.ops.manifest import MANIFEST
+from lintf.ops.extension.build import BUILD_NOTICE
+from lintf.ops.extension.environment import extension_disabled
+from lintf.ops.extension.manifest import MANIFEST
 
 needs_the_op = pytest.mark.skipif(extension_disabled(), reason="LINTF_EXTENSION turns the compiled op off")
-LOAD = "from lintf.ops import _ext\nassert _ext.load_extension(), 'the compiled op did not load'\n"
+LOAD = "from lintf.ops.extension import load_library\nassert load_library(), 'the compiled op did not load'\n"
 
 
 def python(code: str, **env: str) -> subprocess.CompletedProcess:
@@ -48,7 +48,7 @@ def test_a_killed_build_is_finished_by_the_next_process_and_loaded_by_the_one_af
     assert not (build_dir / MANIFEST).exists(), "killed before the build was recorded"
     assert (build_dir / "lock").exists(), "the killed build left torch's lock behind"
     first, second = (python(LOAD, TORCH_EXTENSIONS_DIR=str(tmp_path)) for _ in range(2))
-    assert first.returncode == 0 and first.stderr.strip() == _ext.BUILD_NOTICE, first.stderr
+    assert first.returncode == 0 and first.stderr.strip() == BUILD_NOTICE, first.stderr
     assert second.returncode == 0 and second.stderr == "", second.stderr
 
 

@@ -11,7 +11,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from lintf.models import EncoderConfig, TransformerEncoder
-from lintf.ops.sequence_parallel import split_sequence
+from lintf.ops import split_sequence
 
 CONFIG = EncoderConfig(d_model=12, n_layers=2, n_heads=3, attention="linear", dropout=0.0)
 

@@ -6,8 +6,9 @@ import os
 
 import pytest
 
-import lintf.ops
 from lintf.ops import compiled_op_available
+from lintf.ops.causal import compiled as causal_compiled
+from lintf.ops.decayed import compiled as decayed_compiled
 
 
 @pytest.fixture(scope="session")
@@ -24,5 +25,6 @@ def op_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     if request.param == "compiled":
         request.getfixturevalue("compiled_op")
     else:
-        monkeypatch.setattr(lintf.ops, "compiled_op_available", lambda device_type: False)
+        monkeypatch.setattr(causal_compiled, "serves", lambda device_type: False)
+        monkeypatch.setattr(decayed_compiled, "serves", lambda device: False)
     return request.param

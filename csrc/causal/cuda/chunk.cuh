@@ -1,0 +1,244 @@
+// Chunked CUDA causal product, the parts shared by forward and backward: the problem's dimensions, each
+// chunk's own state (a tensor-core product X^T Y), the scan over chunks, and the forward's outputs.
+//
+// The sequence is cut into chunks of kChunk positions. The forward is three parallel steps:
+//   1. chunk_state_kernel, one block per (head, chunk, value tile): dS_c = K_c^T V_c, dz_c = K_c^T 1;
+//   2. state_scan_kernel, one thread per (head, state entry): S_c = S0 + sum_{c' < c} dS_c' in place
+//      (an exclusive prefix over chunks) and the final state S0 + sum_c dS_c;
+//   3. chunk_output_kernel, one block per (head, chunk, value tile):
+//        out_c = (mask(Q_c K_c^T) V_c + Q_c S_c) / (rowsum(mask(Q_c K_c^T)) + Q_c z_c + eps).
+// Work is spread over heads x chunks x value tiles, so a few heads of a long sequence fill the GPU.
+// States stay fp32 in global memory; every tile enters the tensor cores in the input's type (see
+// tile.cuh for fp16 scaling and fp32 as TF32/3xTF32).
+#pragma once
+
+#include "causal/cuda/tile.cuh"
+
+namespace lintf {
+namespace chunk {
+
+using tile::Causal;
+using tile::kChunk;
+using tile::padded_ld;
+
+// heads = B*H; c, m: feature and value sizes; cp: c padded to 16; mt: value columns per block (a
+// multiple of 16); value_tiles = ceil(m / mt); chunks = ceil(n / kChunk).
+struct Dims {
+  int64_t heads, n;
+  int c, m, cp, mt, chunks, value_tiles;
+
+  __device__ int chunk_rows(int chunk) const {
+    const int64_t left = n - int64_t(chunk) * kChunk;
+    return left < kChunk ? static_cast<int>(left) : kChunk;
+  }
+  __device__ int tile_cols(int value_tile) const { return min(mt, m - value_tile * mt); }
+};
+
+// blockIdx.x enumerates (head, chunk) or (head, chunk, value tile), the value tile fastest.
+struct Block {
+  int64_t head;
+  int chunk, value_tile;
+  __device__ Block(const Dims& d, bool per_value_tile) {
+    int64_t index = blockIdx.x;
+    value_tile = per_value_tile ? static_cast<int>(index % d.value_tiles) : 0;
+    if (per_value_tile) index /= d.value_tiles;
+    chunk = static_cast<int>(index % d.chunks);
+    head = index / d.chunks;
+  }
+};
+
+// ---- step 1: the state of each chunk on its own ------------------------------------------------------
+
+// Inputs of chunk_state_kernel: with X' = diag(row_scale) X_c rounded to the operand type once,
+// kv_c = X'^T Y_c and z_c = X'^T w (w: the rows' weights, or ones). Forward: X = K, Y = V. Backward's
+// reverse sweep: X = Q, Y = grad_out, row_scale = 1 / denominator, w = -(grad_out . out): kv and z then
+// come from the same rounded X', so the terms in which they cancel (dk = V dS^T + dz) cancel exactly.
+template <typename T>
+struct StateArgs {
+  const T* x;                // (heads, n, c)
+  const T* y;                // (heads, n, m)
+  const float* row_scale;    // (heads, n) or null
+  const float* weights;      // (heads, n) or null: unit weights when unit_weights, else no z
+  bool unit_weights;
+  float* kv;                 // (heads, chunks, c, m)
+  float* z;                  // (heads, chunks, c), untouched when there are no weights
+};
+
+template <typename T>
+struct StateLayout {
+  size_t x, y, f, w, scratch, bytes;
+  __host__ __device__ StateLayout(int cp, int mt) {
+    tile::Carve carve;
+    x = carve.take<T>(kChunk * padded_ld<T>(cp));
+    y = carve.take<T>(kChunk * padded_ld<T>(mt));
+    f = carve.take<float>(max(kChunk * padded_ld<float>(cp), cp * padded_ld<float>(mt)));  // x staged, then kv
+    w = carve.take<float>(kChunk);  // the rows' weights of z
+    scratch = carve.take<float>(tile::kWarps);
+    bytes = carve.bytes;
+  }
+};
+
+template <typename T, bool Split>
+__global__ void __launch_bounds__(tile::kThreads) chunk_state_kernel(StateArgs<T> args, Dims d) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const StateLayout<T> layout(d.cp, d.mt);
+  T* x = tile::at<T>(smem, layout.x);
+  T* y = tile::at<T>(smem, layout.y);
+  float* f = tile::at<float>(smem, layout.f);
+  float* w = tile::at<float>(smem, layout.w);
+  float* scratch = tile::at<float>(smem, layout.scratch);
+  const Block b(d, true);
+  const int rows = d.chunk_rows(b.chunk), cols = d.tile_cols(b.value_tile), m0 = b.value_tile * d.mt;
+  const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk;  // first row of the chunk in (heads * n)
+  const bool with_z = b.value_tile == 0 && (args.unit_weights || args.weights != nullptr);
+  const int ldx = padded_ld<T>(d.cp), ldy = padded_ld<T>(d.mt), ldfx = padded_ld<float>(d.cp);
+  const int ldf = padded_ld<float>(d.mt);
+
+  tile::load_tile(args.x + row0 * d.c, d.c, rows, d.c, args.row_scale ? args.row_scale + row0 : nullptr, f, ldfx,
+                  kChunk, d.cp);
+  tile::load_tile(args.y + row0 * d.m + m0, d.m, rows, cols, static_cast<const float*>(nullptr), y, ldy, kChunk, d.mt);
+  if (with_z) {
+    for (int t = threadIdx.x; t < kChunk; t += blockDim.x) {
+      w[t] = t >= rows ? 0.f : args.unit_weights ? 1.f : args.weights[row0 + t];
+    }
+  }
+  __syncthreads();
+  const float x_scale = tile::to_operand(f, ldfx, x, ldx, kChunk, d.cp, scratch);
+  __syncthreads();
+  // kv (cp x mt) = x^T y: x read as a column-major (cp x kChunk) operand
+  tile::block_mma<T, Split, false, true>(x, ldx, y, ldy, f, ldf, d.cp, d.mt, kChunk, Causal::kNone, 0.f, x_scale);
+  __syncthreads();
+  float* kv = args.kv + (b.head * d.chunks + b.chunk) * int64_t(d.c) * d.m + m0;
+  for (int e = threadIdx.x; e < d.c * cols; e += blockDim.x) {
+    const int i = e / cols, j = e % cols;
+    kv[int64_t(i) * d.m + j] = f[i * ldf + j];
+  }
+  if (with_z) {
+    float* z = args.z + (b.head * d.chunks + b.chunk) * int64_t(d.c);
+    for (int i = threadIdx.x; i < d.c; i += blockDim.x) {
+      float sum = 0.f;
+      for (int t = 0; t < rows; ++t) sum += tile::to_float(x[t * ldx + i]) * w[t];
+      z[i] = sum * x_scale;
+    }
+  }
+}
+
+// ---- step 2: scan over chunks ---------------------------------------------------------------------------
+
+// states (heads, chunks, width) in place: chunk c's entry becomes start + the entries of the chunks before
+// it (after it when reverse); total (heads, width), if given, receives start + all. start may be null (0).
+__global__ void state_scan_kernel(float* states, const float* start, float* total, int64_t heads, int64_t chunks,
+                                  int64_t width, bool reverse) {
+  const int64_t index = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (index >= heads * width) return;
+  const int64_t head = index / width;
+  float* base = states + head * chunks * width + index % width;
+  float running = start != nullptr ? start[index] : 0.f;
+  constexpr int kBatch = 8;  // loads in flight per thread
+  for (int64_t s0 = 0; s0 < chunks; s0 += kBatch) {
+    float values[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t s = s0 + i, chunk = reverse ? chunks - 1 - s : s;
+      values[i] = s < chunks ? base[chunk * width] : 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t s = s0 + i, chunk = reverse ? chunks - 1 - s : s;
+      if (s < chunks) base[chunk * width] = running;
+      running += values[i];
+    }
+  }
+  if (total != nullptr) total[index] = running;
+}
+
+// ---- step 3: the forward's outputs ----------------------------------------------------------------------
+
+template <typename T>
+struct OutputArgs {
+  const T *q, *k, *v;        // (heads, n, c), (heads, n, c), (heads, n, m)
+  const float *kv, *z;       // chunk states after the scan: (heads, chunks, c, m), (heads, chunks, c)
+  T* out;                    // (heads, n, m)
+  float* denominator;        // (heads, n), written when normalize
+  float eps;
+  bool normalize;
+};
+
+template <typename T>
+struct OutputLayout {
+  size_t q, ks, v, a, f, z, den, scratch, bytes;
+  __host__ __device__ OutputLayout(int cp, int mt) {
+    tile::Carve carve;
+    q = carve.take<T>(kChunk * padded_ld<T>(cp));
+    ks = carve.take<T>(max(kChunk * padded_ld<T>(cp), cp * padded_ld<T>(mt)));  // k, later the state
+    v = carve.take<T>(kChunk * padded_ld<T>(mt));
+    a = carve.take<T>(kChunk * padded_ld<T>(kChunk));
+    f = carve.take<float>(max(kChunk, cp) * padded_ld<float>(max(kChunk, mt)));
+    z = carve.take<float>(cp);
+    den = carve.take<float>(kChunk);
+    scratch = carve.take<float>(tile::kWarps);
+    bytes = carve.bytes;
+  }
+};
+
+template <typename T, bool Split>
+__global__ void __launch_bounds__(tile::kThreads) chunk_output_kernel(OutputArgs<T> args, Dims d) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const OutputLayout<T> layout(d.cp, d.mt);
+  T* q = tile::at<T>(smem, layout.q);
+  T* ks = tile::at<T>(smem, layout.ks);
+  T* v = tile::at<T>(smem, layout.v);
+  T* a = tile::at<T>(smem, layout.a);
+  float* f = tile::at<float>(smem, layout.f);
+  float* z = tile::at<float>(smem, layout.z);
+  float* den = tile::at<float>(smem, layout.den);
+  float* scratch = tile::at<float>(smem, layout.scratch);
+  const Block b(d, true);
+  const int rows = d.chunk_rows(b.chunk), cols = d.tile_cols(b.value_tile), m0 = b.value_tile * d.mt;
+  const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk, state = b.head * d.chunks + b.chunk;
+  const int ldq = padded_ld<T>(d.cp), lds = padded_ld<T>(d.mt), lda = padded_ld<T>(kChunk);
+  const int ldf = padded_ld<float>(max(kChunk, d.mt));
+  const float* no_scale = nullptr;
+
+  tile::load_tile(args.q + row0 * d.c, d.c, rows, d.c, no_scale, q, ldq, kChunk, d.cp);
+  tile::load_tile(args.k + row0 * d.c, d.c, rows, d.c, no_scale, ks, ldq, kChunk, d.cp);
+  tile::load_tile(args.v + row0 * d.m + m0, d.m, rows, cols, no_scale, v, lds, kChunk, d.mt);
+  for (int i = threadIdx.x; i < d.cp; i += blockDim.x) z[i] = args.normalize && i < d.c ? args.z[state * d.c + i] : 0.f;
+  __syncthreads();
+  // similarities (kChunk x kChunk) = q k^T, k read as a column-major (cp x kChunk) operand
+  tile::block_mma<T, Split, true, false>(q, ldq, ks, ldq, f, ldf, kChunk, kChunk, d.cp, Causal::kLowerOutput, 0.f, 1.f);
+  __syncthreads();
+  tile::causal_mask(f, ldf, kChunk, nullptr, nullptr);
+  __syncthreads();
+  if (args.normalize) {
+    for (int i = threadIdx.x; i < kChunk; i += blockDim.x) {
+      float sum = args.eps;
+      for (int j = 0; j <= i; ++j) sum += f[i * ldf + j];
+      for (int j = 0; j < d.cp; ++j) sum += tile::to_float(q[i * ldq + j]) * z[j];
+      den[i] = sum;
+    }
+  }
+  const float a_scale = tile::to_operand(f, ldf, a, lda, kChunk, kChunk, scratch);
+  __syncthreads();
+  const float* kv = args.kv + state * int64_t(d.c) * d.m + m0;
+  tile::load_tile(kv, d.m, d.c, cols, no_scale, f, ldf, d.cp, d.mt);
+  __syncthreads();
+  const float s_scale = tile::to_operand(f, ldf, ks, lds, d.cp, d.mt, scratch);  // k is no longer needed
+  __syncthreads();
+  // numerator (kChunk x mt) = mask(q k^T) v + q S
+  tile::block_mma<T, Split, true, true>(a, lda, v, lds, f, ldf, kChunk, d.mt, kChunk, Causal::kLowerA, 0.f, a_scale);
+  __syncthreads();
+  tile::block_mma<T, Split, true, true>(q, ldq, ks, lds, f, ldf, kChunk, d.mt, d.cp, Causal::kNone, 1.f, s_scale);
+  __syncthreads();
+  for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
+    const int i = e / cols, j = e % cols;
+    const float value = f[i * ldf + j];
+    args.out[(row0 + i) * d.m + m0 + j] = tile::from_float<T>(args.normalize ? value / den[i] : value);
+  }
+  if (args.normalize && b.value_tile == 0) {
+    for (int i = threadIdx.x; i < rows; i += blockDim.x) args.denominator[row0 + i] = den[i];
+  }
+}
+
+}  // namespace chunk
+}  // namespace lintf

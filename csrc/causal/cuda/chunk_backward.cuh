@@ -1,0 +1,222 @@
+// Backward kernels of the chunked CUDA causal product (forward and notation: chunk.cuh).
+//
+// With r = 1 / denominator and gd = -(grad_out . out) r when normalize (r = 1, gd = 0 otherwise) and
+// G = diag(r) grad_out, every gradient is a causal product again. Within chunk c, with the forward's
+// states S_c, z_c before the chunk and the reverse sweep's dS_c = dS_final + sum_{c' > c} Q_c'^T G_c',
+// dz_c = dz_final + sum_{c' > c} Q_c'^T gd_c' (chunk_state_kernel and a reverse state_scan_kernel), and
+// D = mask(G V^T + gd 1^T), A = mask(Q K^T):
+//   dq_c = D K_c + G S_c^T + gd z_c^T           (chunk_dq_kernel)
+//   dk_c = D^T Q_c + V_c dS_c^T + 1 dz_c^T      (chunk_dkv_kernel)
+//   dv_c = A^T G + K_c dS_c                     (chunk_dkv_kernel)
+// grad_out enters the tensor cores as it is (exact in its own type) and r is applied in fp32 after the
+// products: D = mask(diag(r) (grad V^T) + gd 1^T) cancels its two terms in fp32 (they cancel exactly
+// where all values agree), G S^T = diag(r) (grad S^T), and A^T G = (diag(r) A)^T grad. Across chunks,
+// G S^T cancels against gd z^T and V dS^T against dz in the same way, so S and dS enter those two
+// products as a 16-bit head plus its rounding remainder (fp32 states would otherwise lose the result).
+// D and the k and q gradients contract over all value columns, so these kernels run one block per
+// (head, chunk) and loop over the value tiles, accumulating in fp32 shared memory.
+#pragma once
+
+#include "causal/cuda/chunk.cuh"
+
+namespace lintf {
+namespace chunk {
+
+template <typename T>
+struct BackwardArgs {
+  const T *q, *k, *v, *grad;     // (heads, n, c), (heads, n, c), (heads, n, m), (heads, n, m)
+  const float* inv_denominator;  // (heads, n) r, or null (one)
+  const float* neg_grad_dot_out; // (heads, n) -(grad_out . out) (gd = r times it), or null (zero)
+  const float *kv, *z;           // forward states before each chunk; z is read only with gd
+  const float *dkv, *dz;         // reverse-sweep states after each chunk
+  T *dq, *dk, *dv;
+};
+
+// Loads v's and grad's columns of one value tile as operands (both exact in their type).
+template <typename T>
+__device__ void load_value_tile(const BackwardArgs<T>& args, const Dims& d, int64_t row0, int rows, int value_tile,
+                                T* v, T* g) {
+  const int m0 = value_tile * d.mt, cols = d.tile_cols(value_tile), ldv = padded_ld<T>(d.mt);
+  const float* no_scale = nullptr;
+  tile::load_tile(args.v + row0 * d.m + m0, d.m, rows, cols, no_scale, v, ldv, kChunk, d.mt);
+  tile::load_tile(args.grad + row0 * d.m + m0, d.m, rows, cols, no_scale, g, ldv, kChunk, d.mt);
+}
+
+// 16-bit operands carry the states of the cancelling products as head + remainder; fp32 ones use 3xTF32.
+template <typename T>
+constexpr bool kSplitStates = !std::is_same_v<T, float>;
+
+// Loads a (c x value tile) block of a chunk state (fp32 in global memory) as an operand (with its
+// remainder in `low` for 16-bit types); returns its scale.
+template <typename T>
+__device__ float load_state_tile(const float* states, const Dims& d, int64_t state, int value_tile, T* s, T* low,
+                                 float* f, int ldf, float* scratch) {
+  const int m0 = value_tile * d.mt;
+  tile::load_tile(states + state * int64_t(d.c) * d.m + m0, d.m, d.c, d.tile_cols(value_tile),
+                  static_cast<const float*>(nullptr), f, ldf, d.cp, d.mt);
+  __syncthreads();
+  const float scale = tile::to_operand(f, ldf, s, padded_ld<T>(d.mt), d.cp, d.mt, scratch, kSplitStates<T> ? low : nullptr);
+  __syncthreads();
+  return scale;
+}
+
+// Per row of the chunk: r and gd (zeros beyond its rows); per feature: a state row (zeros when null).
+// Each thread fills the gd entries of the r entries it wrote, so no barrier is needed in between.
+template <typename T>
+__device__ void load_vectors(const BackwardArgs<T>& args, const Dims& d, int64_t row0, int rows, const float* state_row,
+                             float* r, float* gd, float* feature) {
+  for (int t = threadIdx.x; t < kChunk; t += blockDim.x) {
+    r[t] = t >= rows ? 0.f : args.inv_denominator != nullptr ? args.inv_denominator[row0 + t] : 1.f;
+    gd[t] = args.neg_grad_dot_out != nullptr && t < rows ? r[t] * args.neg_grad_dot_out[row0 + t] : 0.f;
+  }
+  for (int i = threadIdx.x; i < d.cp; i += blockDim.x) feature[i] = state_row != nullptr && i < d.c ? state_row[i] : 0.f;
+}
+
+template <typename T>
+struct DqLayout {
+  size_t k, v, g, s, s_low, d_op, d_acc, dq, f, z, r, gd, scratch, bytes;
+  __host__ __device__ DqLayout(int cp, int mt) {
+    tile::Carve carve;
+    k = carve.take<T>(kChunk * padded_ld<T>(cp));
+    v = carve.take<T>(kChunk * padded_ld<T>(mt));
+    g = carve.take<T>(kChunk * padded_ld<T>(mt));
+    s = carve.take<T>(cp * padded_ld<T>(mt));
+    s_low = carve.take<T>(kSplitStates<T> ? cp * padded_ld<T>(mt) : 0);
+    d_op = carve.take<T>(kChunk * padded_ld<T>(kChunk));
+    d_acc = carve.take<float>(kChunk * padded_ld<float>(kChunk));
+    dq = carve.take<float>(kChunk * padded_ld<float>(cp));
+    f = carve.take<float>(max(kChunk, cp) * padded_ld<float>(mt));
+    z = carve.take<float>(cp);
+    r = carve.take<float>(kChunk);
+    gd = carve.take<float>(kChunk);
+    scratch = carve.take<float>(tile::kWarps);
+    bytes = carve.bytes;
+  }
+};
+
+template <typename T, bool Split>
+__global__ void __launch_bounds__(tile::kThreads) chunk_dq_kernel(BackwardArgs<T> args, Dims d) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const DqLayout<T> layout(d.cp, d.mt);
+  T *k = tile::at<T>(smem, layout.k), *v = tile::at<T>(smem, layout.v), *g = tile::at<T>(smem, layout.g);
+  T *s = tile::at<T>(smem, layout.s), *s_low = kSplitStates<T> ? tile::at<T>(smem, layout.s_low) : nullptr;
+  T* d_op = tile::at<T>(smem, layout.d_op);
+  float *d_acc = tile::at<float>(smem, layout.d_acc), *dq = tile::at<float>(smem, layout.dq);
+  float *f = tile::at<float>(smem, layout.f), *z = tile::at<float>(smem, layout.z), *r = tile::at<float>(smem, layout.r);
+  float *gd = tile::at<float>(smem, layout.gd), *scratch = tile::at<float>(smem, layout.scratch);
+  const Block b(d, false);
+  const int rows = d.chunk_rows(b.chunk);
+  const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk, state = b.head * d.chunks + b.chunk;
+  const int ldk = padded_ld<T>(d.cp), ldv = padded_ld<T>(d.mt), ldd = padded_ld<T>(kChunk);
+  const int ld_acc = padded_ld<float>(kChunk), ldq = padded_ld<float>(d.cp), ldf = padded_ld<float>(d.mt);
+
+  tile::load_tile(args.k + row0 * d.c, d.c, rows, d.c, static_cast<const float*>(nullptr), k, ldk, kChunk, d.cp);
+  load_vectors(args, d, row0, rows, args.neg_grad_dot_out ? args.z + state * d.c : nullptr, r, gd, z);
+  for (int value_tile = 0; value_tile < d.value_tiles; ++value_tile) {
+    __syncthreads();  // the previous tile's products are done with v, g, s and f
+    load_value_tile(args, d, row0, rows, value_tile, v, g);
+    const float s_scale = load_state_tile(args.kv, d, state, value_tile, s, s_low, f, ldf, scratch);
+    const float keep = value_tile > 0 ? 1.f : 0.f;
+    // d_acc += grad V^T (kChunk x kChunk), dq += grad S^T (kChunk x cp): v and s read transposed
+    tile::block_mma<T, Split, true, false>(g, ldv, v, ldv, d_acc, ld_acc, kChunk, kChunk, d.mt, Causal::kNone, keep, 1.f);
+    tile::block_mma<T, Split, true, false>(g, ldv, s, ldv, dq, ldq, kChunk, d.cp, d.mt, Causal::kNone, keep, s_scale,
+                                           s_low);
+  }
+  __syncthreads();
+  tile::causal_mask(d_acc, ld_acc, kChunk, r, gd);
+  for (int e = threadIdx.x; e < kChunk * d.cp; e += blockDim.x) dq[(e / d.cp) * ldq + e % d.cp] *= r[e / d.cp];
+  __syncthreads();
+  const float d_scale = tile::to_operand(d_acc, ld_acc, d_op, ldd, kChunk, kChunk, scratch);
+  __syncthreads();
+  tile::block_mma<T, Split, true, true>(d_op, ldd, k, ldk, dq, ldq, kChunk, d.cp, kChunk, Causal::kLowerA, 1.f, d_scale);
+  __syncthreads();
+  for (int e = threadIdx.x; e < rows * d.c; e += blockDim.x) {
+    const int t = e / d.c, i = e % d.c;
+    args.dq[(row0 + t) * d.c + i] = tile::from_float<T>(dq[t * ldq + i] + gd[t] * z[i]);
+  }
+}
+
+template <typename T>
+struct DkvLayout {
+  size_t q, k, a, v, g, ds, ds_low, d_acc, dk, f, dz, r, gd, scratch, bytes;
+  __host__ __device__ DkvLayout(int cp, int mt) {
+    tile::Carve carve;
+    q = carve.take<T>(kChunk * padded_ld<T>(cp));
+    k = carve.take<T>(kChunk * padded_ld<T>(cp));
+    a = carve.take<T>(kChunk * padded_ld<T>(kChunk));  // mask(q k^T), later D
+    v = carve.take<T>(kChunk * padded_ld<T>(mt));
+    g = carve.take<T>(kChunk * padded_ld<T>(mt));
+    ds = carve.take<T>(cp * padded_ld<T>(mt));
+    ds_low = carve.take<T>(kSplitStates<T> ? cp * padded_ld<T>(mt) : 0);
+    d_acc = carve.take<float>(kChunk * padded_ld<float>(kChunk));
+    dk = carve.take<float>(kChunk * padded_ld<float>(cp));
+    f = carve.take<float>(max(kChunk, cp) * padded_ld<float>(max(kChunk, mt)));
+    dz = carve.take<float>(cp);
+    r = carve.take<float>(kChunk);
+    gd = carve.take<float>(kChunk);
+    scratch = carve.take<float>(tile::kWarps);
+    bytes = carve.bytes;
+  }
+};
+
+template <typename T, bool Split>
+__global__ void __launch_bounds__(tile::kThreads) chunk_dkv_kernel(BackwardArgs<T> args, Dims d) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const DkvLayout<T> layout(d.cp, d.mt);
+  T *q = tile::at<T>(smem, layout.q), *k = tile::at<T>(smem, layout.k), *a = tile::at<T>(smem, layout.a);
+  T *v = tile::at<T>(smem, layout.v), *g = tile::at<T>(smem, layout.g), *ds = tile::at<T>(smem, layout.ds);
+  T* ds_low = kSplitStates<T> ? tile::at<T>(smem, layout.ds_low) : nullptr;
+  float *d_acc = tile::at<float>(smem, layout.d_acc), *dk = tile::at<float>(smem, layout.dk);
+  float *f = tile::at<float>(smem, layout.f), *dz = tile::at<float>(smem, layout.dz), *r = tile::at<float>(smem, layout.r);
+  float *gd = tile::at<float>(smem, layout.gd), *scratch = tile::at<float>(smem, layout.scratch);
+  const Block b(d, false);
+  const int rows = d.chunk_rows(b.chunk);
+  const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk, state = b.head * d.chunks + b.chunk;
+  const int ldk = padded_ld<T>(d.cp), ldv = padded_ld<T>(d.mt), lda = padded_ld<T>(kChunk);
+  const int ld_acc = padded_ld<float>(kChunk), ldk32 = padded_ld<float>(d.cp), ldf = padded_ld<float>(max(kChunk, d.mt));
+  const float* no_scale = nullptr;
+
+  tile::load_tile(args.q + row0 * d.c, d.c, rows, d.c, no_scale, q, ldk, kChunk, d.cp);
+  tile::load_tile(args.k + row0 * d.c, d.c, rows, d.c, no_scale, k, ldk, kChunk, d.cp);
+  load_vectors(args, d, row0, rows, args.dz + state * d.c, r, gd, dz);
+  __syncthreads();
+  tile::block_mma<T, Split, true, false>(q, ldk, k, ldk, f, ldf, kChunk, kChunk, d.cp, Causal::kLowerOutput, 0.f, 1.f);
+  __syncthreads();
+  tile::causal_mask(f, ldf, kChunk, r, nullptr);  // diag(r) mask(q k^T)
+  __syncthreads();
+  const float a_scale = tile::to_operand(f, ldf, a, lda, kChunk, kChunk, scratch);
+  for (int value_tile = 0; value_tile < d.value_tiles; ++value_tile) {
+    __syncthreads();  // f, v, g and ds are free again
+    load_value_tile(args, d, row0, rows, value_tile, v, g);
+    const float ds_scale = load_state_tile(args.dkv, d, state, value_tile, ds, ds_low, f, ldf, scratch);
+    const float keep = value_tile > 0 ? 1.f : 0.f;
+    // d_acc += grad V^T, dk += V dS^T (both over this tile's value columns)
+    tile::block_mma<T, Split, true, false>(g, ldv, v, ldv, d_acc, ld_acc, kChunk, kChunk, d.mt, Causal::kNone, keep, 1.f);
+    tile::block_mma<T, Split, true, false>(v, ldv, ds, ldv, dk, ldk32, kChunk, d.cp, d.mt, Causal::kNone, keep,
+                                           ds_scale, ds_low);
+    // dv tile = (diag(r) A)^T grad + K dS, A read transposed
+    tile::block_mma<T, Split, false, true>(a, lda, g, ldv, f, ldf, kChunk, d.mt, kChunk, Causal::kUpperA, 0.f, a_scale);
+    __syncthreads();
+    tile::block_mma<T, Split, true, true>(k, ldk, ds, ldv, f, ldf, kChunk, d.mt, d.cp, Causal::kNone, 1.f, ds_scale);
+    __syncthreads();
+    const int m0 = value_tile * d.mt, cols = d.tile_cols(value_tile);
+    for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
+      const int t = e / cols, j = e % cols;
+      args.dv[(row0 + t) * d.m + m0 + j] = tile::from_float<T>(f[t * ldf + j]);
+    }
+  }
+  __syncthreads();
+  tile::causal_mask(d_acc, ld_acc, kChunk, r, gd);
+  __syncthreads();
+  const float d_scale = tile::to_operand(d_acc, ld_acc, a, lda, kChunk, kChunk, scratch);  // a is free: D takes it
+  __syncthreads();
+  tile::block_mma<T, Split, false, true>(a, lda, q, ldk, dk, ldk32, kChunk, d.cp, kChunk, Causal::kUpperA, 1.f, d_scale);
+  __syncthreads();
+  for (int e = threadIdx.x; e < rows * d.c; e += blockDim.x) {
+    const int t = e / d.c, i = e % d.c;
+    args.dk[(row0 + t) * d.c + i] = tile::from_float<T>(dk[t * ldk32 + i] + dz[i]);
+  }
+}
+
+}  // namespace chunk
+}  // namespace lintf

@@ -1,0 +1,139 @@
+// CPU kernels of the decayed causal product (schema and semantics in ../decayed_product.{cpp,h})
+// and their registration for CPU tensors. Heads run in parallel on torch's threads, each on the
+// vector path that runs now (common/cpu/path.h; LINTF_CPU_PATH, else the widest this CPU runs). The
+// Python side (fake and autograd rules) is lintf/ops/decayed/compiled.py.
+#include "common/cpu/output.h"
+#include "common/inputs.h"
+#include "decayed/decayed_product.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <string>
+#include <tuple>
+
+namespace lintf::decayed {
+namespace {
+
+const Path& selected_path() {
+  return cpu::selected_table({avx512_path(), avx2_path(), portable_path()}, "lintf::decayed_product");
+}
+
+// TORCH_CHECKs for direct torch.ops calls (the Python wrapper raises ValueErrors first).
+void check(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
+           const std::optional<at::Tensor>& state, const char* state_name) {
+  check_inputs(q, k, v);
+  const auto acc = accumulation_type(v.scalar_type());
+  TORCH_CHECK(log_decay.sizes() == q.sizes().slice(0, 3) && log_decay.scalar_type() == acc &&
+                  log_decay.device() == q.device(),
+              "lintf::decayed_product: log_decay must be (B, H, N) = ", q.sizes().slice(0, 3), " of dtype ", acc,
+              " on ", q.device(), ", got ", log_decay.sizes(), ", ", log_decay.scalar_type(), ", ", log_decay.device());
+  if (!state.has_value()) return;
+  const std::vector<int64_t> shape = {q.size(0), q.size(1), q.size(3), v.size(3)};
+  TORCH_CHECK(state->sizes() == at::IntArrayRef(shape) && state->scalar_type() == acc && state->device() == q.device(),
+              "lintf::decayed_product: ", state_name, " must be (B, H, C, M) = ", at::IntArrayRef(shape), " of dtype ",
+              acc, " on ", q.device(), ", got ", state->sizes(), ", ", state->scalar_type(), ", ", state->device());
+}
+
+at::Tensor contiguous_or_undefined(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? t->contiguous() : at::Tensor();
+}
+
+template <typename T>
+const T* data_or_null(const at::Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
+// (B, H, C, M) state in the accumulation dtype.
+at::Tensor state_like(const at::Tensor& q, const at::Tensor& v) {
+  return at::empty({q.size(0), q.size(1), q.size(3), v.size(3)}, v.options().dtype(accumulation_type(v.scalar_type())));
+}
+
+// With an empty B*H, N, C or M nothing is multiplied: a state only decays by exp(sum of log_decay).
+at::Tensor decayed_whole(const at::Tensor& state, const at::Tensor& log_decay) {
+  return state * log_decay.sum(2).exp().unsqueeze(-1).unsqueeze(-1);
+}
+
+template <typename scalar_t, typename T>
+Args<scalar_t, T> args_of(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
+                          const at::Tensor& state0, at::Tensor& state_out) {
+  Args<scalar_t, T> a{q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(), log_decay.data_ptr<T>()};
+  a.state0 = data_or_null<T>(state0);
+  a.state_out = state_out.data_ptr<T>();
+  return a;
+}
+
+// Runs one per-head pass of the selected path on every (batch, head) of q (B, H, N, C), v (B, H, N, M).
+template <typename scalar_t, typename T>
+void run(void (*pass)(const Dims&, const Args<scalar_t, T>&, int64_t), const Path& path, const at::Tensor& q,
+         const at::Tensor& v, const Args<scalar_t, T>& a) {
+  const Dims d(q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), path.col_block<T>());
+  at::parallel_for(0, d.heads, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t head = begin; head < end; ++head) pass(d, a, head);
+  });
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> decayed_product_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                       const at::Tensor& log_decay,
+                                                       const std::optional<at::Tensor>& initial_state) {
+  check(q, k, v, log_decay, initial_state, "initial_state");
+  const Path& path = selected_path();
+  const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), lc = log_decay.contiguous();
+  const auto s0 = contiguous_or_undefined(initial_state);
+  auto out = cpu::output(vc.sizes(), vc.options());
+  auto final_state = state_like(qc, vc);
+  if (q.numel() == 0 || v.numel() == 0) {
+    out.zero_();  // not empty only when C == 0: every output is an empty sum
+    final_state.copy_(s0.defined() ? decayed_whole(s0, lc) : at::zeros_like(final_state));
+    return {out, final_state};
+  }
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, vc.scalar_type(), "lintf_decayed_product", [&] {
+    using T = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+    auto a = args_of<scalar_t, T>(qc, kc, vc, lc, s0, final_state);
+    a.out = out.data_ptr<scalar_t>();
+    run<scalar_t, T>(path.kernels<scalar_t>().forward, path, qc, vc, a);
+  });
+  return {out, final_state};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> decayed_product_backward_cpu(
+    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& log_decay, const std::optional<at::Tensor>& initial_state,
+    const std::optional<at::Tensor>& grad_state) {
+  check(q, k, v, log_decay, initial_state, "initial_state");
+  check(q, k, v, log_decay, grad_state, "grad_state");
+  TORCH_CHECK(grad_out.sizes() == v.sizes(), "lintf::decayed_product_backward: grad_out must have v's shape ",
+              v.sizes(), ", got ", grad_out.sizes());
+  const Path& path = selected_path();
+  const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), lc = log_decay.contiguous();
+  const auto gc = grad_out.to(vc.scalar_type()).contiguous();
+  const auto s0 = contiguous_or_undefined(initial_state), gs = contiguous_or_undefined(grad_state);
+  auto dq = cpu::output(qc.sizes(), qc.options()), dk = cpu::output(kc.sizes(), kc.options());
+  auto dv = cpu::output(vc.sizes(), vc.options()), d_log_decay = at::empty(lc.sizes(), lc.options());
+  auto d_state0 = state_like(qc, vc);
+  if (q.numel() == 0 || v.numel() == 0) {  // only the final state's gradient reaches the initial state
+    dq.zero_(), dk.zero_(), dv.zero_(), d_log_decay.zero_();
+    d_state0.copy_(gs.defined() ? decayed_whole(gs, lc) : at::zeros_like(d_state0));
+    return {dq, dk, dv, d_log_decay, d_state0};
+  }
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, vc.scalar_type(), "lintf_decayed_product_backward", [&] {
+    using T = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+    auto a = args_of<scalar_t, T>(qc, kc, vc, lc, s0, d_state0);
+    a.grad = gc.data_ptr<scalar_t>();
+    a.grad_state = data_or_null<T>(gs);
+    a.dq = dq.data_ptr<scalar_t>(), a.dk = dk.data_ptr<scalar_t>(), a.dv = dv.data_ptr<scalar_t>();
+    a.d_log_decay = d_log_decay.data_ptr<T>();
+    run<scalar_t, T>(path.kernels<scalar_t>().backward, path, qc, vc, a);
+  });
+  return {dq, dk, dv, d_log_decay, d_state0};
+}
+
+}  // namespace lintf::decayed
+
+TORCH_LIBRARY_IMPL(lintf, CPU, m) {
+  m.impl("decayed_product", &lintf::decayed::decayed_product_cpu);
+  m.impl("decayed_product_backward", &lintf::decayed::decayed_product_backward_cpu);
+}

@@ -1,0 +1,150 @@
+"""The compiled op ``lintf::causal_product``: when it serves, how to call it, and its fake, autograd and autocast rules.
+
+The schema lives in ``csrc/causal/causal_product.cpp``, the kernels beside it (CPU:
+``csrc/causal/cpu/causal_product_cpu.cpp``, CUDA: ``csrc/causal/cuda/causal_product_cuda.cu``)::
+
+    lintf::causal_product(q, k, v, eps, normalize, kv=None, normaliser=None)
+        -> (out, denominator, final_kv, final_normaliser)
+    lintf::causal_product_backward(grad_out, q, k, v, out, denominator, normalize, kv=None,
+        normaliser=None, grad_kv=None, grad_normaliser=None) -> (dq, dk, dv, d_kv, d_normaliser)
+
+q, k: (B, H, N, C); v, out, grad_out: (B, H, N, M); denominator: (B, H, N) in the accumulation
+dtype when normalize, else (0,); kv (B, H, C, M) and normaliser (B, H, C), the optional initial
+state, and the final state and every state gradient in the accumulation dtype. The schema names
+this module (``set_python_module``), so torch imports it whenever it needs the fake kernels; the
+extension runs ``register_python_parts`` once the library is loaded (``on_load``, below).
+
+The first backward runs the compiled ``causal_product_backward``. A backward that records a graph
+of its own (``create_graph=True``: double backward, gradient penalties) computes the same
+gradients through the twice-differentiable pure-PyTorch path instead.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from lintf.ops import extension
+from lintf.ops.causal.chunked import causal_product_pytorch
+from lintf.ops.causal.state import LinearAttentionState
+from lintf.ops.common.dtypes import accumulation_dtype
+from lintf.ops.common.recorded_gradients import not_differentiable, recorded_gradients
+
+_OP = "lintf::causal_product"
+_BACKWARD_OP = "lintf::causal_product_backward"
+_AUTOCAST_KEYS = {"cpu": "AutocastCPU", "cuda": "AutocastCUDA"}  # the dispatch key of each device's autocast
+_registered = False
+
+
+@torch.compiler.assume_constant_result
+def serves(device_type: str) -> bool:
+    """Whether the compiled op runs tensors on device_type ("cpu", "cuda"); builds or loads it on first call."""
+    return extension.serves(device_type)
+
+
+def causal_product(
+    q: Tensor, k: Tensor, v: Tensor, eps: float, normalize: bool, initial_state: LinearAttentionState | None
+) -> tuple[Tensor, LinearAttentionState]:
+    """Run the compiled op: (B, H, N, M) output in v's dtype and the final state. Inputs must be validated."""
+    kv, normaliser = (None, None) if initial_state is None else initial_state
+    out, _, final_kv, final_normaliser = torch.ops.lintf.causal_product(q, k, v, eps, normalize, kv, normaliser)
+    return out, LinearAttentionState(final_kv, final_normaliser)
+
+
+def _state_like(q: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    batch, heads, _, features = q.shape
+    dtype = accumulation_dtype(v.dtype)
+    kv = q.new_empty(batch, heads, features, v.shape[-1], dtype=dtype)  # (B, H, C, M)
+    return kv, q.new_empty(batch, heads, features, dtype=dtype)  # and (B, H, C)
+
+
+def _fake_forward(
+    q: Tensor, k: Tensor, v: Tensor, eps: float, normalize: bool,
+    kv: Tensor | None = None, normaliser: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    batch, heads, length, _ = q.shape
+    denominator_shape = (batch, heads, length) if normalize else (0,)
+    denominator = q.new_empty(denominator_shape, dtype=accumulation_dtype(v.dtype))
+    return (v.new_empty(v.shape), denominator, *_state_like(q, v))
+
+
+def _fake_backward(
+    grad_out: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, denominator: Tensor, normalize: bool,
+    kv: Tensor | None = None, normaliser: Tensor | None = None, grad_kv: Tensor | None = None,
+    grad_normaliser: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), *_state_like(q, v))
+
+
+def _setup_context(ctx, inputs: tuple, output: tuple[Tensor, ...]) -> None:  # noqa: ANN001 (torch ctx)
+    q, k, v, eps, normalize, kv, normaliser = inputs
+    out, denominator, _, _ = output
+    ctx.save_for_backward(q, k, v, out, denominator, kv, normaliser)
+    ctx.eps, ctx.normalize = eps, normalize
+    ctx.mark_non_differentiable(denominator)
+    ctx.set_materialize_grads(False)  # an unused final state costs no zero-filled gradient
+
+
+def _backward(  # noqa: ANN001 (torch ctx)
+    ctx, grad_out: Tensor | None, _grad_denominator: None, grad_kv: Tensor | None, grad_normaliser: Tensor | None
+) -> tuple:
+    q, k, v, out, denominator, kv, normaliser = ctx.saved_tensors
+    if torch.is_grad_enabled():
+        return _recorded_backward(ctx, grad_out, grad_kv, grad_normaliser)
+    if grad_out is None:
+        grad_out = torch.zeros_like(out)
+    dq, dk, dv, d_kv, d_normaliser = torch.ops.lintf.causal_product_backward(
+        grad_out, q, k, v, out, denominator, ctx.normalize, kv, normaliser, grad_kv, grad_normaliser
+    )
+    return dq, dk, dv, None, None, None if kv is None else d_kv, None if normaliser is None else d_normaliser
+
+
+def _recorded_backward(  # noqa: ANN001 (torch ctx)
+    ctx, grad_out: Tensor | None, grad_kv: Tensor | None, grad_normaliser: Tensor | None
+) -> tuple:
+    """Gradients as a differentiable function of the inputs and of the incoming gradients."""
+    q, k, v, _, _, kv, normaliser = ctx.saved_tensors
+    initial = None if kv is None else LinearAttentionState(kv, normaliser)
+    inputs = (q, k, v, None, None, kv, normaliser)
+    out, final = causal_product_pytorch(q, k, v, ctx.eps, ctx.normalize, initial, final_state=True)
+    return recorded_gradients((out, *final), (grad_out, grad_kv, grad_normaliser), inputs, ctx.needs_input_grad)
+
+
+def _autocast_kernel(device_type: str):  # noqa: ANN202 (dispatcher kernel)
+    """Run in the autocast dtype (fp32 accumulation is inside the kernel); fp64 and states stay as they are.
+
+    ``torch.library.register_autocast`` would cast the fp32 state too. Autocast turned off inside
+    the kernel excludes the device's autocast dispatch key, so the call below reaches the kernels.
+    """
+
+    def kernel(
+        q: Tensor, k: Tensor, v: Tensor, eps: float, normalize: bool,
+        kv: Tensor | None = None, normaliser: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        dtype = torch.get_autocast_dtype(device_type)
+        if torch.float64 not in (q.dtype, k.dtype, v.dtype):
+            q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+        with torch.autocast(device_type, enabled=False):
+            return torch.ops.lintf.causal_product(q, k, v, eps, normalize, kv, normaliser)
+
+    return kernel
+
+
+def register_python_parts() -> None:
+    """Register fake, autograd and autocast rules for the loaded library (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    torch.library.register_fake(_OP, _fake_forward)
+    torch.library.register_fake(_BACKWARD_OP, _fake_backward)
+    torch.library.register_autograd(_OP, _backward, setup_context=_setup_context)
+    torch.library.register_autograd(_BACKWARD_OP, not_differentiable(_BACKWARD_OP, _OP))
+    library = torch.library.Library("lintf", "IMPL")
+    for device_type, key in _AUTOCAST_KEYS.items():
+        library.impl("causal_product", _autocast_kernel(device_type), key)
+    _KEEP_ALIVE.append(library)
+    _registered = True
+
+
+_KEEP_ALIVE: list[torch.library.Library] = []
+extension.on_load(register_python_parts)

@@ -1,0 +1,1 @@
+"""What the ops share: argument checks, the accumulation dtype, double backward through PyTorch, the CPU runtime."""
