@@ -33,11 +33,52 @@ def image_grid(images: np.ndarray, columns: int | None = None, gap: int = 2) -> 
     return grid
 
 
-def save_png(grid: np.ndarray, path: Path) -> None:
+MIN_SIDE = 400
+"""Grids are enlarged by the smallest whole factor that makes their longer side at least this many pixels."""
+GRID_CAPTIONS = {"originals": "test images", "completions": "completions: the top half given, the rest sampled",
+                 "samples": "samples: only the first byte given"}
+
+
+def save_png(grid: np.ndarray, path: Path, caption: str | None = None, scale: int | None = None) -> None:
+    """Save a uint8 grid (H, W, C) as a PNG, each pixel a ``scale`` x ``scale`` block, with a caption below.
+
+    Args:
+        grid: the image, C = 1 (grey) or 3 (RGB).
+        path: the PNG file (its folder is made).
+        caption: text written under the image; None writes none.
+        scale: enlargement (nearest neighbour); None picks the smallest making the longer side >= MIN_SIDE.
+    """
     from PIL import Image
 
+    image = Image.fromarray(grid[..., 0] if grid.shape[-1] == 1 else grid)
+    scale = scale or max(1, math.ceil(MIN_SIDE / max(image.size)))
+    image = image.resize((image.width * scale, image.height * scale), Image.Resampling.NEAREST)
     path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(grid[..., 0] if grid.shape[-1] == 1 else grid).save(path)
+    (with_caption(image, caption) if caption else image).save(path)
+
+
+def with_caption(image: Any, caption: str, size: int = 14) -> Any:
+    """A copy of a PIL image with ``caption`` in black on white below it, wrapped to the image's width."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    try:
+        font = ImageFont.load_default(size=size)
+    except TypeError:  # Pillow < 10.1: one bitmap size
+        font = ImageFont.load_default()
+    measure = ImageDraw.Draw(image).textlength
+    lines: list[str] = []
+    for word in caption.split():
+        if lines and measure(f"{lines[-1]} {word}", font=font) <= image.width - 8:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    white, black = (255, 0) if image.mode == "L" else ((255, 255, 255), (0, 0, 0))
+    framed = Image.new(image.mode, (image.width, image.height + len(lines) * (size + 4) + 6), white)
+    framed.paste(image, (0, 0))
+    draw = ImageDraw.Draw(framed)
+    for index, line in enumerate(lines):
+        draw.text((4, image.height + 4 + index * (size + 4)), line, fill=black, font=font)
+    return framed
 
 
 class ImageGenerationTask(AutoregressiveTask):
@@ -151,7 +192,8 @@ class ImageGenerationTask(AutoregressiveTask):
     def write_grids(self, grids: dict[str, np.ndarray], batch_idx: int) -> None:
         """Save PNG grids and hand them to TensorBoard / W&B loggers when present."""
         for name, grid in grids.items():
-            save_png(grid, self.samples_directory / f"{name}-{batch_idx:04d}.png")
+            save_png(grid, self.samples_directory / f"{name}-{batch_idx:04d}.png",
+                     caption=f"{GRID_CAPTIONS.get(name, name)} (batch {batch_idx})")
         for logger in self.trainer.loggers:
             experiment = getattr(logger, "experiment", None)
             if hasattr(experiment, "add_image"):  # TensorBoard
