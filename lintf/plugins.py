@@ -1,11 +1,13 @@
-"""Plugins: code that registers extra attentions / feature maps before the CLI parser is built.
+"""Plugins: code that registers extra attentions, feature maps or output heads.
 
-Two sources, both imported before ``lintf`` parses a command line:
+Two sources:
 
 * installed packages exposing an entry point in the group ``lintf.plugins`` (the value is a
-  module, or a callable that is called with no arguments); ``LINTF_NO_PLUGINS=1`` skips them;
+  module, or a callable that is called with no arguments), imported once per process at the first
+  registry lookup (``lintf.list_feature_maps()``, ``lintf.build_attention(...)``, ...), so Python
+  code sees their names as the ``lintf`` command does; ``LINTF_NO_PLUGINS=1`` skips them;
 * local modules given on the command line (``--plugins my_attention`` or ``--plugins path/to/p.py``):
-  importable module names or paths to ``.py`` files.
+  importable module names or paths to ``.py`` files, imported before ``lintf`` parses it.
 
 A plugin runs code by design, so only the command line (or an installed package) may load one: a
 config file is data. The ``plugins`` key is saved with the run's config as a record; a config naming
@@ -35,29 +37,43 @@ class PluginError(ImportError):
     """A plugin failed to import; the message names the plugin and how to skip it."""
 
 
+_loaded: list[str] | None = None
+"""Names of the entry-point plugins imported in this process; None until the first lookup imports them."""
+
+
 def load_entry_point_plugins() -> list[str]:
-    """Import every installed ``lintf.plugins`` entry point (unless LINTF_NO_PLUGINS is set).
+    """Import every installed ``lintf.plugins`` entry point, once per process (unless LINTF_NO_PLUGINS is set).
+
+    The registries call this at their first lookup; later calls return at once.
 
     Returns:
         the names of the loaded entry points.
+
+    Raises:
+        PluginError: a plugin failed to import; it names the plugin and the package that installed it
+            (the next lookup tries again).
     """
+    global _loaded
     if os.environ.get(DISABLE_ENV, "").strip().lower() not in ("", "0", "false", "no"):
         return []
-    loaded = []
+    if _loaded is not None:
+        return list(_loaded)
+    _loaded = []  # before importing: a plugin that looks a name up while it loads does not load the plugins again
     for entry_point in entry_points(group=ENTRY_POINT_GROUP):
         try:
             target = entry_point.load()
             if callable(target):
                 target()
         except Exception as error:
+            _loaded = None
             package = getattr(entry_point.dist, "name", "an unknown distribution")
             raise PluginError(
                 f"lintf plugin {entry_point.name!r} ({entry_point.value}, installed by {package}) failed to "
-                f"import: {type(error).__name__}: {error}. Fix or uninstall it, or set {DISABLE_ENV}=1 to "
+                f"import: {type(error).__name__}: {error}. Fix or uninstall {package}, or set {DISABLE_ENV}=1 to "
                 f"start lintf without entry-point plugins."
             ) from error
-        loaded.append(entry_point.name)
-    return loaded
+        _loaded.append(entry_point.name)
+    return list(_loaded)
 
 
 def import_local_plugin(spec: str) -> None:

@@ -5,7 +5,9 @@ A class becomes available by decorating it::
     @register_feature_map("elu")
     class EluFeatureMap(FeatureMap): ...
 
-Importing ``lintf`` registers every built-in; plugins register theirs the same way.
+Importing ``lintf`` registers every built-in; plugins register theirs the same way, and the
+installed ones (entry-point group ``lintf.plugins``) are imported at the first lookup (``get``,
+``names``, ``in``, ``list_*``, ``build_*``), so their names are there for Python code too.
 ``build_*`` checks keyword arguments against the class signature before calling it, so a typo
 in a config names the class and the arguments it accepts instead of a bare TypeError.
 """
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import inspect
 from typing import Any, Callable, Generic, TypeVar
+
+from lintf.plugins import load_entry_point_plugins
 
 T = TypeVar("T")
 
@@ -70,13 +74,16 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         """Sorted registered names."""
+        load_entry_point_plugins()
         return sorted(self._classes)
 
     def __contains__(self, name: object) -> bool:
+        load_entry_point_plugins()
         return name in self._classes
 
     def get(self, name: str) -> type[T]:
         """The class registered under ``name``; raises UnknownNameError listing known names."""
+        load_entry_point_plugins()
         try:
             return self._classes[name]
         except (KeyError, TypeError):
