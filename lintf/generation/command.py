@@ -133,7 +133,8 @@ def write_image_grid(request: Request, sampling: Sampling, generator: torch.Gene
     out = complete(request.task, buffer[:, : count + request.new_tokens], count, sampling, generator, step=step)
     buffer[:, : out.shape[1]] = out
     path = Path(unused_path(str(request.run_directory / "samples" / (output or f"generate-seed{seed}.png"))))
-    save_png(image_grid(buffer.to(torch.uint8).view(-1, height, width, channels).numpy()), path)
+    caption = f"{num_samples} samples, seed {seed}: the first {count} bytes given, {request.new_tokens} generated"
+    save_png(image_grid(buffer.to(torch.uint8).view(-1, height, width, channels).numpy()), path, caption)
     print(path, flush=True)
 
 

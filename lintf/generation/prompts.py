@@ -6,7 +6,6 @@ read and what is allowed) and generated ids back into text, piece by piece as th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from lintf.data.copy import FIRST_SYMBOL, PAD, SEP
@@ -115,14 +114,3 @@ def prompt_format(task: AutoregressiveTask, checkpoint: dict[str, Any]) -> Promp
         return SymbolFormat(task.hparams.vocab_size - FIRST_SYMBOL)
     return TextFormat(tokenizer_from_checkpoint(checkpoint))
 
-
-def decode_stream(prompt_format: PromptFormat, tokens: Sequence[int]) -> str:
-    """The whole text of ``tokens`` as the pieces ``prompt_format`` gives while they come one by one."""
-    pieces, pending = [], []
-    for token in tokens:
-        pending.append(token)
-        piece = prompt_format.piece(pending)
-        if piece is not None:
-            pieces.append(piece)
-            pending = []
-    return "".join(pieces)
