@@ -108,7 +108,8 @@ class PatternAttention(Attention):
             visible, _ = visible_pairs(part, 0, n_keys, causal, None)  # (1, Hg, G, Lq, K)
             per_slot = visible[0].sum(-1).flatten(1)  # (Hg, G * Lq)
             target = torch.where(part.queries >= 0, part.queries, n_queries).flatten()
-            counts[part.heads].index_add_(1, target, per_slot.expand(len(range(n_heads)[part.heads]), -1))
+            part_counts = counts[part.heads]  # a view: adding to it counts for those heads
+            part_counts.index_add_(1, target, per_slot.expand(len(part_counts), -1))
         return counts[:, :n_queries]
 
     def init_state(
