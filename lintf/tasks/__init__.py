@@ -1,13 +1,22 @@
-"""LightningModules: the ``TransformerTask`` root, causal token models, the copy, image and text-stream tasks.
+"""LightningModules: the ``TransformerTask`` root, causal token models, the copy, associative-recall, image and
+text-stream tasks.
 
 Example tasks beyond these live in packages of their own, build on these, and plug into the
 ``lintf`` command as extensions (``lintf.run.extensions``).
 """
 
+from lintf.tasks.associative_recall import AssociativeRecallTask
 from lintf.tasks.autoregressive import AutoregressiveTask
 from lintf.tasks.base import TransformerTask
 from lintf.tasks.copy import CopyTask
 from lintf.tasks.image_generation import ImageGenerationTask
 from lintf.tasks.stream_lm import StreamLanguageModelTask
 
-__all__ = ["AutoregressiveTask", "CopyTask", "ImageGenerationTask", "StreamLanguageModelTask", "TransformerTask"]
+__all__ = [
+    "AssociativeRecallTask",
+    "AutoregressiveTask",
+    "CopyTask",
+    "ImageGenerationTask",
+    "StreamLanguageModelTask",
+    "TransformerTask",
+]

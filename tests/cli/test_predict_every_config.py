@@ -54,7 +54,8 @@ def copy_data(root: Path, config: str) -> list[str]:
     return TINY_DATA
 
 
-DATA = {"asr_": speech_data, "mnist": image_data, "cifar10": image_data, "stream_lm": text_data, "copy": copy_data}
+DATA = {"asr_": speech_data, "mnist": image_data, "cifar10": image_data, "stream_lm": text_data, "copy": copy_data,
+        "associative_recall": copy_data}
 
 
 def data_for(root: Path, config: str) -> list[str]:

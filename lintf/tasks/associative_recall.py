@@ -1,0 +1,82 @@
+"""Multi-query associative recall (MQAR, Arora et al. 2023): after key-value pairs, recall the value of each queried key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch.nn.functional as F
+from torch import Tensor
+from torchmetrics.classification import MulticlassAccuracy
+
+from lintf.data.associative_recall import BLANK
+from lintf.tasks.autoregressive import AutoregressiveTask
+
+
+class AssociativeRecallTask(AutoregressiveTask):
+    """Cross-entropy and accuracy on the recalled values only; ``predict`` answers every query.
+
+    Batches are ``{"tokens": (B, T), "queries": (B, T) bool}`` from ``lintf.data.AssociativeRecallData``;
+    the prediction at a queried key is scored against the value that follows it. The answer of a
+    query depends only on the tokens before it, so one causal pass (equal to stepping the recurrent
+    form token by token) answers every query of a sequence.
+    """
+
+    prediction_metrics = ("accuracy", "exact_match")
+
+    def build_metrics(self) -> None:
+        self.val_accuracy = MulticlassAccuracy(self.hparams.vocab_size, average="micro")
+        self.test_accuracy = MulticlassAccuracy(self.hparams.vocab_size, average="micro")
+
+    def _scored(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """Logits (K, V) and targets (K,) at the K queried keys of ``batch``."""
+        tokens, queries = batch["tokens"], batch["queries"][:, :-1]
+        logits = self(tokens[:, :-1])  # (B, T-1, V)
+        return logits[queries], tokens[:, 1:][queries]
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        logits, targets = self._scored(batch)
+        loss = F.cross_entropy(logits.float(), targets)
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def _evaluate(self, batch: dict[str, Tensor], stage: str, accuracy: MulticlassAccuracy) -> None:
+        logits, targets = self._scored(batch)
+        accuracy(logits.argmax(-1), targets)
+        self.log(f"{stage}/loss", F.cross_entropy(logits.float(), targets), prog_bar=True, sync_dist=True)
+        self.log(f"{stage}/accuracy", accuracy, prog_bar=True)
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        self._evaluate(batch, "val", self.val_accuracy)
+
+    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        self._evaluate(batch, "test", self.test_accuracy)
+
+    def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> list[dict[str, Any]]:
+        """One row per sequence: its pairs, the keys asked, their values, the answers, accuracy and exact match.
+
+        Tokens print as their ids (0 the blank, then the keys, then the values).
+        """
+        tokens, queries = batch["tokens"], batch["queries"][:, :-1]
+        answers = self(tokens[:, :-1]).argmax(-1)  # (B, T-1): the predicted next token everywhere
+        rows = []
+        for i in range(tokens.shape[0]):
+            asked = queries[i].nonzero().squeeze(-1)  # (Q,) positions of the queried keys
+            before = tokens[i, : int(asked[0])]  # the pairs, then the blanks before the first query
+            pairs = before[before != BLANK].view(-1, 2).tolist()
+            hits = answers[i, asked] == tokens[i, asked + 1]
+            rows.append({
+                "pairs": " ".join(f"{key}:{value}" for key, value in pairs),
+                "queries": " ".join(map(str, tokens[i, asked].tolist())),
+                "target": " ".join(map(str, tokens[i, asked + 1].tolist())),
+                "prediction": " ".join(map(str, answers[i, asked].tolist())),
+                "accuracy": float(hits.float().mean()),
+                "exact_match": bool(hits.all()),
+            })
+        return rows
+
+    def sample_table(self, batch: dict[str, Tensor], n: int) -> tuple[list[str], list[list[Any]]]:
+        """A few answered sequences of ``batch`` as (columns, rows) for a logger's table."""
+        rows = self.predict_step({key: value[:n] for key, value in batch.items()}, 0)
+        columns = ["pairs", "queries", "target", "prediction", "accuracy"]
+        return columns, [[row[c] for c in columns] for row in rows]
+
