@@ -16,7 +16,8 @@ The model core (``registry``, ``feature_maps``, ``attention``, ``ops``, ``models
     checkpoint_search.py   ``--ckpt_path FILE|last|best``: the checkpoint of this experiment, vetted
     checkpoint_format.py   the checkpoint layout version and ``lintf checkpoint upgrade``
     directories.py         run directories: where a run's files go, reserved atomically, given back unused
-    loggers.py             TensorBoard with reserved versions, W&B that never blocks, quiet console
+    logger_placement.py    where the loggers write: under the run root, or into the run of ``--ckpt_path``
+    loggers.py             TensorBoard and CSV with reserved versions, W&B that never blocks, quiet console
     callbacks/             last/best checkpoints, saved configs, predictions, samples, divergence stop
 
 Nothing is imported here: ``lintf.run.checkpoint_format`` can be imported without the CLI.

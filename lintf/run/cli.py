@@ -10,7 +10,6 @@ maps are valid names. Mistakes in the configuration end in one paragraph, not a 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import sys
@@ -20,7 +19,6 @@ from lightning.pytorch import LightningDataModule
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
-from lightning.pytorch.plugins.environments import SLURMEnvironment
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
@@ -37,12 +35,14 @@ from lintf.run.checkpoint_search import (LINKED_FROM_DATA, CheckpointError, find
 from lintf.run.commands import TRAINER_SUBCOMMANDS, Command, all_commands, find_command, run_command
 from lintf.run.config_checks import ClassPathError, check_checkpoint_hyperparameters, check_class_paths
 from lintf.run.config_files import ConfigFileError, integer_batch_limits
-from lintf.run.directories import discard_unused_run_directory, reserve_run_directory, run_directory
+from lintf.run.directories import discard_unused_run_directory, reserve_run_directory
 from lintf.run.errors import RUN_ERRORS, USER_ERRORS, WRITE_ERRNOS, ConfigError, RunFailed
 from lintf.run.extensions import ExtensionError
-from lintf.run.loggers import ReservedVersionTensorBoardLogger, quiet_lightning_notices
+from lintf.run.logger_placement import continue_in, default_logger, place_under_root, run_to_continue
+from lintf.run.loggers import quiet_lightning_notices
 from lintf.run.parsers import LintfArgumentParser, summarize
 from lintf.run.preflight import CheckScheduleLength, check_before_fit, check_checkpoint_fits, listed
+from lintf.run.run_reports import say_checkpoints, say_run_directory, stopped_report
 from lintf.run.threads import use_default_threads
 from lintf.tasks.decoding import Decoding
 
@@ -101,7 +101,7 @@ class LintfCLI(LightningCLI):
             self._discard_run_directory()
             raise
         except SIGTERMException:
-            raise RunFailed(self._stopped_report(), exit_code=128 + signal.SIGTERM) from None
+            raise RunFailed(stopped_report(self.trainer), exit_code=128 + signal.SIGTERM) from None
         except (NonFiniteError, CheckpointWriteError, OSError) as error:
             if isinstance(error, OSError) and error.errno not in WRITE_ERRNOS or os.environ.get("LINTF_DEBUG"):
                 raise
@@ -114,14 +114,6 @@ class LintfCLI(LightningCLI):
             if os.environ.get("LINTF_DEBUG"):
                 raise
             raise ConfigError(summarize(str(error).strip() or type(error).__name__)) from error
-
-    def _stopped_report(self) -> str:
-        """What a run stopped by SIGTERM reached and kept."""
-        trainer = self.trainer
-        last = getattr(trainer.checkpoint_callback, "last_model_path", "") or ""
-        kept = (f"saved {last}; continue with the same command and --ckpt_path last" if os.path.isfile(last)
-                else "no checkpoint was saved (checkpointing is off)")
-        return f"stopped by SIGTERM at step {trainer.global_step}: {kept}"
 
     def _discard_run_directory(self) -> None:
         """Remove the run directory this process reserved, unless the run trained or wrote a checkpoint."""
@@ -177,6 +169,8 @@ class LintfCLI(LightningCLI):
         for key, limit in self.batch_limits.items():
             config.trainer[key] = limit  # so the saved config.yaml says 1 (one batch), not 1.0 (all of them)
         self.checkpoint: dict[str, Any] | None = None
+        self.continued_run: str | None = None
+        place_under_root(config.trainer.get("logger"), config.trainer.get("default_root_dir"))
         if rank_zero_only.rank == 0:
             for path, size in remove_stale_temporaries(search_roots(config)):
                 print(f"lintf: removed {path} ({size / 2**20:.1f} MB), left by a checkpoint save that was killed",
@@ -188,6 +182,10 @@ class LintfCLI(LightningCLI):
                     config.ckpt_path, config.model.class_path, search_roots(config), model_settings(config))
         except (CheckpointError, ClassPathError) as error:
             raise ConfigError(str(error)) from None
+        if self.checkpoint is not None:
+            self.continued_run = run_to_continue(config.ckpt_path)
+        if self.continued_run is not None:  # the checkpoint's run: its logs, checkpoints and predictions go on there
+            continue_in(config.trainer.get("logger"), self.continued_run, self._resumed_step(subcommand))
 
     # Overrides LightningCLI._parse_ckpt_path (private), which would torch.load the checkpoint again without
     # its digest and merge whatever its hyper_parameters hold into the config (even a class path to call).
@@ -234,21 +232,30 @@ class LintfCLI(LightningCLI):
         callbacks = [*callbacks, StopOnNonFinite(), CheckScheduleLength()]
         config, callbacks = with_parameter_summary(config, callbacks)  # Lightning's, without FLOPs
         root = config.get("default_root_dir") or os.getcwd()
-        default_logger = config.get("logger") in (None, True) and not config.get("barebones")
-        if default_logger and importlib.util.find_spec("tensorboard") is not None:
+        if config.get("logger") in (None, True) and not config.get("barebones"):
             # Lightning's default logger, except that concurrent runs get distinct version directories.
-            config = {**config, "logger": ReservedVersionTensorBoardLogger(save_dir=root, version=SLURMEnvironment.job_id())}
+            logger = default_logger(root, self.continued_run, self._resumed_step(self.subcommand))
+            config = {**config, "logger": logger}
         elif config.get("logger") in (False, []) or config.get("barebones"):
             # Without a logger every run still gets a directory of its own (its config and checkpoints); other
             # ranks receive rank 0's (run_directory and ModelCheckpoint broadcast it).
-            if rank_zero_only.rank == 0:
+            if self.continued_run is not None:
+                config = {**config, "default_root_dir": self.continued_run}
+            elif rank_zero_only.rank == 0:
                 self.reserved_run_directory = reserve_run_directory(root)
                 config = {**config, "default_root_dir": self.reserved_run_directory}
         return super()._instantiate_trainer(config, callbacks)
 
+    def _resumed_step(self, subcommand: str | None) -> int | None:
+        """The global step ``fit`` resumes from (its checkpoint's); None for other subcommands or a fresh fit."""
+        if subcommand != "fit" or self.checkpoint is None:
+            return None
+        return int(self.checkpoint.get("global_step", 0))
+
     def before_fit(self) -> None:
         config = self.config["fit"]
         check_before_fit(self.model, self.trainer.max_steps, self.checkpoint, config.get("ckpt_path"))
+        say_run_directory(self.trainer)
 
     def before_validate(self) -> None:
         self._check_checkpoint("validate")
@@ -260,23 +267,20 @@ class LintfCLI(LightningCLI):
         self._check_checkpoint("predict")
 
     def _check_checkpoint(self, subcommand: str) -> None:
+        """Before validate, test or predict: the checkpoint must fit the model; then say where the run's files go."""
         if self.checkpoint is not None:
             check_checkpoint_fits(self.model, self.checkpoint, self.config[subcommand].ckpt_path)
+        say_run_directory(self.trainer)
+
+    def after_validate(self) -> None:
+        say_run_directory(self.trainer)
+
+    after_test = after_predict = after_validate
 
     def after_fit(self) -> None:
         """Say where the run went: its directory and its checkpoints."""
-        directory = run_directory(self.trainer)  # on every rank: it broadcasts rank 0's
-        if not self.trainer.is_global_zero:
-            return
-        callback = self.trainer.checkpoint_callback
-        lines = [f"run directory: {directory}"]
-        if callback is not None and os.path.isfile(getattr(callback, "best_model_path", "") or ""):
-            score = callback.best_model_score
-            lines.append(f"best checkpoint: {callback.best_model_path}"
-                         + (f" ({callback.monitor} {float(score):.4g})" if score is not None else ""))
-        if callback is not None and os.path.isfile(getattr(callback, "last_model_path", "") or ""):
-            lines.append(f"last checkpoint: {callback.last_model_path}")
-        print("\n".join(lines), flush=True)
+        say_run_directory(self.trainer)
+        say_checkpoints(self.trainer)
 
     def instantiate_classes(self) -> None:
         try:

@@ -1,12 +1,16 @@
-"""Run directories: one per run, shared by its config, logs and checkpoints, and never by two runs.
+"""Run directories: one per experiment, shared by its config, logs, checkpoints, predictions and samples.
 
 ``run_directory(trainer)`` is where a run's files go (its first logger's ``save_dir/name/version``).
-Lightning picks ``version_N`` as one past the highest existing directory, so two runs started
-together both choose the same N and write their events, configs and checkpoints into one
-directory. Here a version is reserved by creating its directory atomically (``mkdir`` fails if
-another run got there first, and the next number is tried): by the default TensorBoard logger
-(``lintf.run.loggers``), and for runs without a logger, whose checkpoints would otherwise all land
-in ``<root>/checkpoints``. A run that stops before it trained or saved gives its directory back.
+A new run gets a new one. Lightning picks ``version_N`` as one past the highest existing directory,
+so two runs started together both choose the same N and write their events, configs and checkpoints
+into one directory. Here a version is reserved by creating its directory atomically (``mkdir`` fails
+if another run got there first, and the next number is tried): by the default TensorBoard logger
+and lintf's CSV logger (``lintf.run.loggers``), and for runs without a logger, whose checkpoints
+would otherwise all land in ``<root>/checkpoints``. A run that stops before it trained or saved
+gives its directory back.
+
+A command given the checkpoint of a run (``<run>/checkpoints/*.ckpt``, ``run_directory_of``) writes
+into that run instead (``lintf.run.logger_placement``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from lightning.pytorch import Trainer
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 
 RUNS_DIRECTORY = "lightning_logs"
+CHECKPOINTS_DIRECTORY = "checkpoints"
+CONFIG_FILE = "config.yaml"
 
 
 def reserve_version(parent: str, version: int = 0) -> int:
@@ -48,7 +54,7 @@ def discard_unused_run_directory(directory: str | None) -> None:
 
 
 def run_directory(trainer: Trainer) -> str:
-    """``save_dir/name/version`` of the first logger, the directory ModelCheckpoint also uses.
+    """``save_dir/name/version`` of the first logger, the directory ModelCheckpoint also uses, as an absolute path.
 
     Without a logger it is ``default_root_dir``. Call on every rank (it broadcasts rank 0's answer).
     """
@@ -63,7 +69,31 @@ def run_directory(trainer: Trainer) -> str:
             version = logger.version
             version = version if isinstance(version, str) else f"version_{version}"
             path = os.path.join(logger.save_dir or trainer.default_root_dir, str(logger.name or ""), version)
-    return trainer.strategy.broadcast(path)
+    return trainer.strategy.broadcast(os.path.abspath(path))
+
+
+def run_directory_of(checkpoint_path: str) -> str | None:
+    """The run directory that holds ``checkpoint_path``, as an absolute path; None for a checkpoint outside any run.
+
+    A run directory holds the checkpoint in its ``checkpoints/`` folder and the run's ``config.yaml``
+    (every lintf run saves one). A checkpoint anywhere else (a file someone sent, a folder that merely
+    happens to be called ``checkpoints``) belongs to no run. Whether the directory may be written is
+    not checked.
+
+    Args:
+        checkpoint_path: path of a ``.ckpt`` file.
+    """
+    checkpoints = os.path.dirname(os.path.abspath(checkpoint_path))
+    run = os.path.dirname(checkpoints)
+    if os.path.basename(checkpoints) == CHECKPOINTS_DIRECTORY and os.path.isfile(os.path.join(run, CONFIG_FILE)):
+        return run
+    return None
+
+
+def split_run_directory(directory: str) -> tuple[str, str, str]:
+    """``(save_dir, name, version)`` of a logger whose run directory (``save_dir/name/version``) is ``directory``."""
+    parent = os.path.dirname(os.path.abspath(directory))
+    return os.path.dirname(parent), os.path.basename(parent), os.path.basename(os.path.abspath(directory))
 
 
 def unused_path(path: str) -> str:

@@ -1,6 +1,6 @@
-"""What a run logs: the default TensorBoard logger with reserved run directories, and a Weights & Biases
-logger that never blocks a run (offline without an API key or network); Lightning's console notices
-that say nothing about the run are dropped.
+"""What a run logs: TensorBoard (the default) and CSV loggers with reserved run directories that
+add to a continued run's logs, and a Weights & Biases logger that never blocks a run (offline without
+an API key or network); Lightning's console notices that say nothing about the run are dropped.
 
 ``wandb`` is an optional extra (``pip install "lintf[wandb]"``); nothing here imports it until a
 logger is built.
@@ -8,6 +8,7 @@ logger is built.
 
 from __future__ import annotations
 
+import csv
 import logging
 import netrc
 import os
@@ -16,15 +17,19 @@ import warnings
 from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
+from lightning.pytorch.loggers import CSVLogger as LightningCSVLogger
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.loggers import WandbLogger as LightningWandbLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 
-from lintf.run.directories import reserve_version
+from lintf.run.directories import RUNS_DIRECTORY, reserve_version
 
 
-class ReservedVersionTensorBoardLogger(TensorBoardLogger):
-    """TensorBoardLogger whose automatic ``version_N`` directory is claimed atomically on rank 0.
+class ReservesVersion:
+    """Mixin for loggers with ``version_N`` directories under ``root_dir``: the automatic version is claimed
+    atomically on rank 0.
 
     ``reserved_directory`` names the directory this process created (None until then), so a run that
     stops on a configuration error before writing a checkpoint can remove it again.
@@ -32,8 +37,9 @@ class ReservedVersionTensorBoardLogger(TensorBoardLogger):
 
     reserved_directory: str | None = None
 
-    # Overrides TensorBoardLogger._get_next_version (private), which Lightning calls for ``version=None``
-    # to pick one past the highest ``root_dir/version_*``; tests/cli/test_upstream_contracts.py checks it.
+    # Overrides _get_next_version (private) of Lightning's TensorBoardLogger and CSVLogger, which they call for
+    # ``version=None`` to pick one past the highest ``root_dir/version_*``; tests/cli/test_upstream_contracts.py
+    # checks it.
     def _get_next_version(self) -> int:
         version = super()._get_next_version()
         if rank_zero_only.rank != 0:  # other ranks receive rank 0's run directory by broadcast
@@ -41,6 +47,58 @@ class ReservedVersionTensorBoardLogger(TensorBoardLogger):
         version = reserve_version(self.root_dir, version)  # root_dir: save_dir/name, where Lightning looks
         self.reserved_directory = os.path.join(self.root_dir, f"version_{version}")
         return version
+
+
+class ReservedVersionTensorBoardLogger(ReservesVersion, TensorBoardLogger):
+    """TensorBoardLogger whose automatic ``version_N`` directory is claimed atomically on rank 0 (the default logger).
+
+    Given an existing run's directory (``version``), it adds event files beside the run's own, so
+    TensorBoard shows one set of curves; a resumed fit passes ``purge_step`` (the checkpoint's global step,
+    the step its first batch logs at), so events the run logged after its checkpoint are dropped and the
+    curves continue without overlap.
+    """
+
+
+class AppendingExperimentWriter(ExperimentWriter):
+    """Lightning's CSV writer, adding rows to an existing ``metrics.csv`` (its columns kept) instead of deleting it."""
+
+    def __init__(self, log_dir: str) -> None:
+        super().__init__(log_dir)
+        if self._fs.isfile(self.metrics_file_path):
+            with self._fs.open(self.metrics_file_path, "r", newline="") as file:
+                self.metrics_keys = next(csv.reader(file), [])
+
+    # Overrides Lightning's _check_log_dir_exists (private), which deletes a metrics.csv it finds: a continued run
+    # adds to its own. tests/cli/test_upstream_contracts.py checks it.
+    def _check_log_dir_exists(self) -> None:
+        return
+
+
+class CSVLogger(ReservesVersion, LightningCSVLogger):
+    """Lightning's CSVLogger with reserved ``version_N`` directories, adding to a continued run's ``metrics.csv``.
+
+    Args:
+        save_dir: the run root (runs go to ``save_dir/name/version_N``); None: ``--trainer.default_root_dir``
+            under the ``lintf`` command, else the working directory.
+        name: the folder of the runs under ``save_dir``.
+        version: a run's folder name or number; None: the next free ``version_N``.
+        prefix: put before every logged metric name.
+        flush_logs_every_n_steps: how often rows are written to ``metrics.csv``.
+    """
+
+    def __init__(self, save_dir: str | None = None, name: str = RUNS_DIRECTORY, version: int | str | None = None,
+                 prefix: str = "", flush_logs_every_n_steps: int = 100) -> None:
+        super().__init__(save_dir=save_dir or ".", name=name, version=version, prefix=prefix,
+                         flush_logs_every_n_steps=flush_logs_every_n_steps)
+
+    # Overrides CSVLogger.experiment to use the appending writer; _experiment and _fs are Lightning's (private).
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> AppendingExperimentWriter:
+        if self._experiment is None:
+            self._fs.makedirs(self.root_dir, exist_ok=True)
+            self._experiment = AppendingExperimentWriter(log_dir=self.log_dir)
+        return self._experiment
 
 
 class DropAdvertisement(logging.Filter):
@@ -152,7 +210,8 @@ class WandbLogger(LightningWandbLogger):
     Args:
         project: W&B project; also the directory under save_dir holding checkpoints.
         name: display name of the run.
-        save_dir: where wandb writes its files (offline runs: save_dir/wandb/offline-run-*).
+        save_dir: where wandb writes its files (offline runs: save_dir/wandb/offline-run-*); None:
+            ``<trainer.default_root_dir>/lightning_logs`` under the ``lintf`` command, else ``./lightning_logs``.
         version: id of the run to resume or create (Lightning's name for ``id``).
         id: id of the run to resume or create.
         offline: True forces offline, False forces online, None decides as above.
@@ -173,7 +232,7 @@ class WandbLogger(LightningWandbLogger):
         self,
         project: str = "lintf",
         name: str | None = None,
-        save_dir: str = "lightning_logs",
+        save_dir: str | None = None,
         version: str | None = None,
         id: str | None = None,  # noqa: A002  (Lightning's and wandb's name)
         offline: bool | None = None,
@@ -197,6 +256,7 @@ class WandbLogger(LightningWandbLogger):
                              f"own arguments; give {' and '.join(repeated)} as arguments (save_dir for dir)")
         if version is not None and id is not None and version != id:
             raise ValueError(f"WandbLogger: version={version!r} and id={id!r} name two runs; give one of them")
+        save_dir = save_dir or RUNS_DIRECTORY
         mode = resolve_mode(mode, offline, save_dir)
         if mode != "disabled":
             os.makedirs(save_dir, exist_ok=True)
@@ -205,3 +265,5 @@ class WandbLogger(LightningWandbLogger):
             log_model=log_model if mode == "online" else False, prefix=prefix, checkpoint_name=checkpoint_name,
             mode=mode, entity=entity, group=group, tags=tags, job_type=job_type, notes=notes, **init_kwargs,
         )
+        if anonymous is None:  # Lightning passes anonymous=None, which makes wandb warn that the setting does nothing
+            self._wandb_init.pop("anonymous", None)

@@ -16,7 +16,8 @@ from lintf.run.commands import (CORE_COMMANDS, TRAINER_SUBCOMMANDS, Command, Com
 from lintf.run.extensions import ExtensionError, extension_entry_points, load_extensions
 
 REPO = Path(__file__).resolve().parents[2]
-SUBCOMMANDS = ["fit", "validate", "test", "predict", "build", "checkpoint", "data", "asr"]
+SUBCOMMANDS = [*TRAINER_SUBCOMMANDS, *(command.name for command in CORE_COMMANDS), "data", "asr"]
+"""Every subcommand, in the order of ``lintf --help``: the trainer's, lintf's own, the speech extension's."""
 
 
 def failure(args: list[str], capsys) -> str:
@@ -58,6 +59,7 @@ def test_help_is_titled_lintf_and_lists_every_subcommand_on_one_line(capsys):
     assert out.startswith("usage: lintf ") and "lintf: linear transformers" in out
     listed = [line.split()[0] for line in out.splitlines() if line.startswith("    ") and line.split()[0] in SUBCOMMANDS]
     assert listed == SUBCOMMANDS
+    assert {"fit", "validate", "test", "predict", "build", "checkpoint", "data", "asr"} <= set(listed)
     for line in out.splitlines():
         if line.startswith("    ") and line.split()[0] in SUBCOMMANDS:
             summary = line.split(None, 1)[1]

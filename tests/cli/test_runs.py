@@ -77,7 +77,7 @@ def test_resume_continues_step_optimizer_and_loss(tmp_path):
 def test_predict_writes_rows_and_exact_match(tmp_path, capsys):
     run(tiny(tmp_path, "--trainer.max_steps", "2", "--trainer.limit_val_batches", "1"))
     cli = run(tiny(tmp_path, "--ckpt_path", "last", subcommand="predict"))
-    directory = tmp_path / "lightning_logs" / "version_1"
+    directory = tmp_path / "lightning_logs" / "version_0" / "predictions"  # in the run of the checkpoint
     rows = [json.loads(line) for line in (directory / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 16 and {"input", "target", "prediction", "exact_match", "token_accuracy"} <= rows[0].keys()
     metrics = json.loads((directory / "prediction_metrics.json").read_text())

@@ -8,15 +8,18 @@ behaviour it adds there (named in the comment at each use).
 from __future__ import annotations
 
 import argparse
+import csv
 import inspect
 
 import pytest
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.loggers import CSVLogger as LightningCSVLogger
 from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
 from lintf.models import EncoderConfig
-from lintf.run.loggers import ReservedVersionTensorBoardLogger
+from lintf.run.loggers import AppendingExperimentWriter, CSVLogger, ReservedVersionTensorBoardLogger
 from lintf.run.parsers import LintfArgumentParser
 from lintf.tasks import CopyTask
 
@@ -33,6 +36,28 @@ def test_tensorboard_logger_picks_its_version_through_get_next_version(tmp_path)
     logger = ReservedVersionTensorBoardLogger(save_dir=str(tmp_path), name="runs")
     assert logger.version == 1  # one past the existing directory, reserved on disk
     assert (tmp_path / "runs" / "version_1").is_dir() and not (tmp_path / "runs" / "runs").exists()
+
+
+def test_csv_logger_picks_its_version_through_get_next_version(tmp_path):
+    assert list(inspect.signature(LightningCSVLogger._get_next_version).parameters) == ["self"]
+    (tmp_path / "runs" / "version_0").mkdir(parents=True)
+    logger = CSVLogger(save_dir=str(tmp_path), name="runs")
+    assert logger.version == 1 and (tmp_path / "runs" / "version_1").is_dir()
+
+
+def test_lightning_s_csv_writer_deletes_metrics_csv_in_check_log_dir_exists(tmp_path):
+    # lintf's AppendingExperimentWriter overrides _check_log_dir_exists (private) to keep a continued run's rows.
+    for writer_class, rows_kept in ((ExperimentWriter, False), (AppendingExperimentWriter, True)):
+        directory = tmp_path / writer_class.__name__
+        directory.mkdir()
+        (directory / "metrics.csv").write_text("step,train/loss\n0,2.5\n")
+        writer = writer_class(str(directory))
+        writer.log_metrics({"test/loss": 2.0}, step=1)
+        writer.save()
+        with open(directory / "metrics.csv", newline="") as file:
+            rows = list(csv.DictReader(file))
+        assert ([row["train/loss"] for row in rows if row.get("train/loss")] == ["2.5"]) == rows_kept
+        assert [row["test/loss"] for row in rows if row.get("test/loss")] == ["2.0"]
 
 
 def test_argparse_lists_its_option_strings():

@@ -20,6 +20,15 @@ def no_wandb_credentials(monkeypatch, tmp_path):
     monkeypatch.setenv("WANDB_SILENT", "true")
 
 
+def test_no_anonymous_setting_reaches_wandb(no_wandb_credentials, tmp_path):
+    # Lightning passes anonymous=None to wandb.init, and wandb warns that the setting does nothing.
+    from lightning.pytorch.loggers import WandbLogger as LightningWandbLogger
+
+    assert "anonymous" in LightningWandbLogger(save_dir=str(tmp_path), offline=True)._wandb_init
+    assert "anonymous" not in WandbLogger(save_dir=str(tmp_path), mode="offline")._wandb_init
+    assert WandbLogger(save_dir=str(tmp_path), mode="offline", anonymous=True)._wandb_init["anonymous"] == "allow"
+
+
 def test_no_key_means_offline(no_wandb_credentials):
     online, why = wandb_reachable()
     assert not online and "API key" in why

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import warnings
+from typing import Any
 
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -18,7 +20,25 @@ class RunCheckpoint(ModelCheckpoint):
     and ``--ckpt_path last`` would repeat the work since then. Here it always holds the newest one.
     A run stopped by SIGTERM (a scheduler's preemption, ``kill``) saves ``last.ckpt`` before it exits, so
     ``--ckpt_path last`` continues from the step it reached. The arguments are ``ModelCheckpoint``'s.
+
+    The checkpoint folder is recorded as an absolute path, so a later command that continues the run
+    (from any working directory) finds its own folder in the checkpoint and restores the best score; a
+    checkpoint from another folder, which starts a new run directory, restores none of it.
     """
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        with warnings.catch_warnings():
+            # Every new run has a fresh directory: a folder with checkpoints in it is the run being continued.
+            warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")
+            super().setup(trainer, pl_module, stage)
+        if self.dirpath and "://" not in str(self.dirpath):
+            self.dirpath = os.path.abspath(self.dirpath)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        saved = state_dict.get("dirpath")
+        if saved and self.dirpath and os.path.realpath(saved) != os.path.realpath(self.dirpath):
+            return  # a checkpoint from elsewhere starts a new run directory: its best score and files are another run's
+        super().load_state_dict({**state_dict, "dirpath": self.dirpath or saved})
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
         # Lightning raises SIGTERMException between two training batches, after an optimizer step: the state

@@ -9,18 +9,19 @@ from typing import Any, Literal
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BasePredictionWriter
 
-from lintf.run.directories import run_directory
+from lintf.run.directories import run_directory, unused_path
 
 
 class PredictionWriter(BasePredictionWriter):
-    """Appends every predicted row (a dict) to ``predictions[-rank<r>].jsonl`` in the run directory.
+    """Appends every predicted row (a dict) to ``predictions[-rank<r>].jsonl`` in the run directory's ``predictions/``
+    (``predictions-1/``, ... for later predicts of the same run).
 
     At the end it averages the task's ``prediction_metrics`` (e.g. exact_match) over the rows and
     writes them to ``prediction_metrics[-rank<r>].json``; once the progress bar has finished, one
     line on its own reports them and where the rows are.
 
     Args:
-        output_dir: directory for the files; None uses the run directory next to the logs.
+        output_dir: directory for the files; None uses ``predictions/`` in the run directory.
         write_interval: write after each batch (constant memory) or once per epoch.
     """
 
@@ -36,7 +37,9 @@ class PredictionWriter(BasePredictionWriter):
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         if stage != "predict":
             return
-        directory = self.output_dir or run_directory(trainer)
+        directory = self.output_dir
+        if directory is None:  # a folder for each predict of the run: earlier predictions stay
+            directory = trainer.strategy.broadcast(unused_path(os.path.join(run_directory(trainer), "predictions")))
         os.makedirs(directory, exist_ok=True)
         self.suffix = f"-rank{trainer.global_rank}" if trainer.world_size > 1 else ""
         self.path = os.path.join(directory, f"predictions{self.suffix}.jsonl")

@@ -16,9 +16,9 @@ from lintf.run.directories import run_directory, unused_path
 class SaveRunConfig(SaveConfigCallback):
     """Writes ``config.yaml`` into the run directory (see ``run_directory``) for any logger.
 
-    TensorBoard/CSV version directories and W&B run ids keep runs apart; without a logger, or
-    when a directory is reused, the file becomes ``config-1.yaml``, ... instead of overwriting.
-    ``lintf fit --config <run>/config.yaml`` repeats the run.
+    ``lintf fit --config <run>/config.yaml`` repeats the run. A later command continuing the run (a
+    resumed fit, a test or predict of its checkpoint) saves ``config-<subcommand>.yaml`` beside it
+    (``config-test-1.yaml``, ... for more), never overwriting one.
     """
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
@@ -27,7 +27,10 @@ class SaveRunConfig(SaveConfigCallback):
         directory = run_directory(trainer)
         if trainer.is_global_zero:
             os.makedirs(directory, exist_ok=True)
-            path = unused_path(os.path.join(directory, self.config_filename))
+            path = os.path.join(directory, self.config_filename)
+            if os.path.exists(path):
+                stem, extension = os.path.splitext(self.config_filename)
+                path = unused_path(os.path.join(directory, f"{stem}-{getattr(stage, 'value', stage)}{extension}"))
             self.parser.save(self.config, path, skip_unset=False, overwrite=True, multifile=self.multifile)
             keep_whole_batch_limits(path, self.config.get("trainer") or {})
             self.save_config(trainer, pl_module, stage)
