@@ -29,10 +29,6 @@ class LinearAttentionState(NamedTuple):
     normaliser: Tensor
 
 
-OP_STATES = (LinearAttentionState,)
-"""State types that the ops validate where they consume them (attentions pass them on unchecked)."""
-
-
 def check_state(state: object, q: Tensor, v: Tensor, owner: str = "causal product") -> LinearAttentionState:
     """Return state as a LinearAttentionState or raise a ValueError saying what was expected.
 

@@ -1,0 +1,81 @@
+"""The delta rule's entry point: DeltaNet and Gated DeltaNet's recurrence over a whole sequence.
+
+For each position t, with S_0 = ``initial_state`` (zeros when absent):
+
+    S = exp(log_decay_t) S          (Gated DeltaNet; skipped without log_decay)
+    u_t = beta_t (v_t - S^T k_t)    (the value stored for k_t is moved towards v_t by beta_t)
+    S = S + k_t u_t^T
+    o_t = scale S^T q_t
+
+(Schlag et al. 2021; Yang et al. 2024, "Parallelizing Linear Transformers with the Delta Rule over
+Sequence Length"; Yang et al. 2025, "Gated Delta Networks"). Each step multiplies the state by
+(I - beta_t k_t k_t^T), which for unit-norm keys and beta in [0, 2] never grows it: the attentions
+L2-normalise q and k. Accumulates in fp32 (fp64 for fp64 inputs) with autocast's dtype in and out.
+
+``chunked.py`` is the pure-PyTorch path (the WY form of each chunk), ``reference.py`` the naive
+recurrence the tests compare against, ``state.py`` the state.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from lintf.ops.common.dtypes import accumulation_dtype
+from lintf.ops.delta.arguments import autocast_inputs, check_per_position, check_qkv, check_range, resolve_scale
+from lintf.ops.delta.chunked import delta_rule_chunked
+from lintf.ops.delta.state import check_matrix_state
+
+OWNER = "delta rule"
+
+
+def check_delta_rule_inputs(
+    q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay: Tensor | None, initial_state: object
+) -> None:
+    """Raise ValueError unless the delta rule's arguments agree (shapes, dtypes, devices, ranges; see ``delta_rule``)."""
+    check_qkv(OWNER, q, k, v)
+    check_per_position(OWNER, "beta", beta, q)
+    check_range(OWNER, "beta", beta, 0.0, 2.0, "in [0, 2] (the step moves a stored value by beta)")
+    if log_decay is not None:
+        check_per_position(OWNER, "log_decay", log_decay, q)
+        check_range(OWNER, "log_decay", log_decay, None, 0.0, "<= 0 (decays in (0, 1])")
+    if initial_state is not None:
+        check_matrix_state(initial_state, q, v, OWNER)
+
+
+def delta_rule(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    beta: Tensor,
+    *,
+    log_decay: Tensor | None = None,
+    scale: float | None = None,
+    initial_state: Tensor | None = None,
+    return_state: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """The delta rule (gated when ``log_decay`` is given) over a sequence; differentiable in every input.
+
+    Args:
+        q: (B, H, N, C) queries (DeltaNet: L2-normalised).
+        k: (B, H, N, C) keys (DeltaNet: L2-normalised).
+        v: (B, H, N, M) values.
+        beta: (B, H, N) writing strengths in [0, 2].
+        log_decay: (B, H, N) log of the state's decay at each position, <= 0; None: no decay.
+        scale: output scale; None is C ** -0.5.
+        initial_state: (B, H, C, M) state before position 0, in the accumulation dtype (fp32, fp64 for fp64
+            inputs); None is zeros.
+        return_state: also return the state after the last position.
+
+    Returns:
+        (B, H, N, M) in the dtype of v (under autocast: the autocast dtype); with ``return_state`` the pair
+        (out, final state (B, H, C, M) in the accumulation dtype).
+    """
+    q, k, v = autocast_inputs(q, k, v)
+    check_delta_rule_inputs(q, k, v, beta, log_decay, initial_state)
+    factor = resolve_scale(OWNER, scale, q.shape[-1])
+    acc = accumulation_dtype(v.dtype)
+    with torch.autocast(q.device.type, enabled=False):
+        decay = None if log_decay is None else log_decay.to(acc)
+        out, state = delta_rule_chunked(q.to(acc), k.to(acc), v.to(acc), beta.to(acc), decay, factor, initial_state)
+    return (out.to(v.dtype), state) if return_state else out.to(v.dtype)
