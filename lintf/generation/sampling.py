@@ -108,19 +108,19 @@ def complete(
         (B, T) int64: the given tokens, then the chosen ones.
     """
     out = tokens.clone().long()
-    known = torch.as_tensor(known, device=out.device).expand(out.shape[0])
-    if out.shape[0] and not (1 <= int(known.min()) and int(known.max()) <= out.shape[1]):
+    given = torch.as_tensor(known, device=out.device).expand(out.shape[0])  # (B,)
+    if out.shape[0] and not (1 <= int(given.min()) and int(given.max()) <= out.shape[1]):
         raise ValueError(f"known must lie in 1..{out.shape[1]} (the first token is always given), got "
-                         f"{known.tolist() if known.numel() > 1 else int(known[0])}")
+                         f"{known.tolist() if isinstance(known, Tensor) else known}")
     step = step or task.step
-    common = int(known.min()) if out.shape[0] else out.shape[1]
+    common = int(given.min()) if out.shape[0] else out.shape[1]
     if common >= out.shape[1]:
         return out
     params, state = task.prefill(out[:, :common])  # every given token of the shortest row, in one pass
     params = params[:, -1]
     for position in range(common, out.shape[1]):
         chosen = sampling.choose(task.head, params, generator)
-        out[:, position] = torch.where(position < known, out[:, position], chosen)
+        out[:, position] = torch.where(position < given, out[:, position], chosen)
         if on_token is not None:
             on_token(position, out[:, position])
         if position + 1 < out.shape[1]:
