@@ -136,6 +136,8 @@ class LintfCLI(LightningCLI):
             choice.help = TRAINER_SUBCOMMANDS.get(choice.dest, choice.help)
         for command in self.other_commands:  # run by main before this parser; here for --help and its errors
             action.add_subcommand(command.name, self.parser_class(description=command.summary), help=command.summary)
+        # One usage line (``lintf [-c CONFIG] SUBCOMMAND ...``, not every name again), no "(required)" line.
+        action.metavar, action.help = "SUBCOMMAND", ""
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_argument(

@@ -40,7 +40,7 @@ TRAINER_SUBCOMMANDS = {
     "fit": "Train a task (or resume one: --ckpt_path).",
     "validate": "Evaluate a checkpoint on the validation data.",
     "test": "Evaluate a checkpoint on the test data.",
-    "predict": "Predict with a checkpoint (predictions.jsonl).",
+    "predict": "Predict with a checkpoint (into predictions/).",
 }
 """LightningCLI's subcommands, with their line of ``lintf --help``."""
 
