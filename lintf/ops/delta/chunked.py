@@ -41,7 +41,8 @@ def chunk_decays(log_decay: Tensor | None, like: Tensor, chunk: int) -> tuple[Te
     batch, heads, n_chunks = like.shape[:3]
     below = torch.ones(chunk, chunk, dtype=torch.bool, device=like.device).tril()
     if log_decay is None:
-        return like.new_zeros(batch, heads, n_chunks, chunk), below.to(like.dtype).expand(batch, heads, n_chunks, -1, -1)
+        ones = below.to(like.dtype).expand(batch, heads, n_chunks, -1, -1)
+        return like.new_zeros(batch, heads, n_chunks, chunk), ones
     within = chunk_view(log_decay, chunk).cumsum(-1)  # (B, H, nc, L)
     relative = (within.unsqueeze(-1) - within.unsqueeze(-2)).masked_fill(~below, float("-inf")).exp()
     return within, relative

@@ -12,8 +12,12 @@ Sequence Length"; Yang et al. 2025, "Gated Delta Networks"). Each step multiplie
 (I - beta_t k_t k_t^T), which for unit-norm keys and beta in [0, 2] never grows it: the attentions
 L2-normalise q and k. Accumulates in fp32 (fp64 for fp64 inputs) with autocast's dtype in and out.
 
-``chunked.py`` is the pure-PyTorch path (the WY form of each chunk), ``reference.py`` the naive
-recurrence the tests compare against, ``state.py`` the state.
+On the CPU, when the compiled op is built (``compiled.serves``) and ``LINTF_EXTENSION`` is not
+``off``, ``lintf::delta_rule`` runs it (``compiled.py``, kernels in ``csrc/delta/``): the same chunked
+form in C++ with chunks of 32 positions and a backward that keeps one state per chunk. Everything
+else (CUDA tensors, no compiler, double backward) takes the pure-PyTorch path (``chunked.py``, the
+WY form of each chunk). ``reference.py`` holds the naive recurrence the tests compare against,
+``state.py`` the state.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import torch
 from torch import Tensor
 
 from lintf.ops.common.dtypes import accumulation_dtype
+from lintf.ops.delta import compiled
 from lintf.ops.delta.arguments import autocast_inputs, check_per_position, check_qkv, check_range, resolve_scale
 from lintf.ops.delta.chunked import delta_rule_chunked
 from lintf.ops.delta.state import check_matrix_state
@@ -32,7 +37,7 @@ OWNER = "delta rule"
 def check_delta_rule_inputs(
     q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay: Tensor | None, initial_state: object
 ) -> None:
-    """Raise ValueError unless the delta rule's arguments agree (shapes, dtypes, devices, ranges; see ``delta_rule``)."""
+    """Raise ValueError unless the delta rule's arguments agree (shapes, dtypes, devices, ranges)."""
     check_qkv(OWNER, q, k, v)
     check_per_position(OWNER, "beta", beta, q)
     check_range(OWNER, "beta", beta, 0.0, 2.0, "in [0, 2] (the step moves a stored value by beta)")
@@ -76,6 +81,9 @@ def delta_rule(
     factor = resolve_scale(OWNER, scale, q.shape[-1])
     acc = accumulation_dtype(v.dtype)
     with torch.autocast(q.device.type, enabled=False):
-        decay = None if log_decay is None else log_decay.to(acc)
-        out, state = delta_rule_chunked(q.to(acc), k.to(acc), v.to(acc), beta.to(acc), decay, factor, initial_state)
+        beta, decay = beta.to(acc), None if log_decay is None else log_decay.to(acc)
+        if compiled.serves(q.device):
+            out, state = compiled.delta_rule(q, k, v, beta, decay, factor, initial_state)
+        else:
+            out, state = delta_rule_chunked(q.to(acc), k.to(acc), v.to(acc), beta, decay, factor, initial_state)
     return (out.to(v.dtype), state) if return_state else out.to(v.dtype)

@@ -1,4 +1,4 @@
-"""lintf.ops.gated_linear_attention against the naive recurrence written from its definition (lintf/ops/gla/reference.py).
+"""lintf.ops.gated_linear_attention against the naive recurrence from its definition (lintf/ops/gla/reference.py).
 
 Every test runs the op as users call it: through the compiled CPU op where it is built, else the
 PyTorch path.

@@ -1,0 +1,169 @@
+// Per-head passes of the CPU delta rule (the Passes of one vector path; semantics, chunked form and
+// the backward's memory in ../delta_rule.h, the shared chunk steps in chunk.h). Included once by each
+// delta_rule_<path>.cpp inside its target region (vector_path.h). Internal linkage throughout.
+//
+// The backward of one chunk, with dO = scale * grad, dS = dL/dS_out, P = (Q K^T) o G (lower), and
+// Z = dL/dG o G collecting what every decay factor receives:
+//   dU = P^T dO + diag(exp(b_L - b)) K dS            dP = dO U^T
+//   dQ = (dP o G) K + diag(exp(b)) dO S_in^T        dK = (dP o G)^T Q + diag(exp(b_L - b)) U dS^T + ...
+//   dR = tinv^T dU,  dA = -dR U^T (strictly lower),  dX = diag(beta) dR = dV,  d beta = rows of dR . X + dA . h
+//   dK += (dH + dH^T) K - diag(exp(b)) dX S_in^T    with dH = diag(beta) dA o G
+//   dS_in = exp(b_L) dS + (diag(exp(b)) Q)^T dO - (diag(exp(b)) K)^T dX
+// and d log_decay the reverse cumulative sum inside the chunk of
+//   db_t = sum_s Z[t][s] - sum_s Z[s][t] + exp(b_t) d exp(b_t) - exp(b_L - b_t) d exp(b_L - b_t)
+//          (+ exp(b_L) <S_in, dS> + sum_s exp(b_L - b_s) d exp(b_L - b_s) at the last row).
+#pragma once
+
+#include "delta/cpu/chunk.h"
+
+namespace lintf::delta {
+namespace {
+
+template <typename scalar_t, typename T>
+void forward_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, T* state, Workspace<T>& w) {
+  prepare(d, a, head, t0, w);
+  updates(d, a, head, t0, state, w);
+  w.q = cpu::pack(rows_of(a.q, d, head, t0, d.c), w.rows_in_chunk, d.c, d.cp, w.qbuf, static_cast<T*>(nullptr));
+  tile::gemm<T>(L, L, d.cp, w.q, d.cp, w.kt, L, w.p, L, false, Shape::kLowerOut);
+  apply_decay(w.p, w.decay);
+  tile::gemm<T>(L, d.mp, L, w.p, L, w.u, d.mp, w.dx, d.mp, false, Shape::kLowerA);
+  scale_rows(w.q, w.e, d.cp, w.scaled);
+  tile::gemm<T>(L, d.mp, d.cp, w.scaled, d.cp, state, d.mp, w.dx, d.mp, true);
+  advance(d, state, w);
+  store(w.dx, w.rows_in_chunk, d.m, d.mp, a.scale, rows_of(a.out, d, head, t0, d.m));
+}
+
+// dU, then dQ, dK from P and from the states, the decay terms of exp(b) and exp(b_L - b) (de, df), Z.
+template <typename T>
+void output_gradients(const Dims& d, const T* state, const T* grad_state, Workspace<T>& w) {
+  tile::gemm<T>(L, L, d.cp, w.q, d.cp, w.kt, L, w.p, L, false, Shape::kLowerOut);
+  apply_decay(w.p, w.decay);
+  cpu::transpose(w.p, L, L, w.pt);
+  tile::gemm<T>(L, d.mp, L, w.pt, L, w.dos, d.mp, w.du, d.mp, false, Shape::kUpperA);
+  scale_rows(w.k, w.f, d.cp, w.scaled);
+  tile::gemm<T>(L, d.mp, d.cp, w.scaled, d.cp, grad_state, d.mp, w.du, d.mp, true);
+  cpu::transpose(w.u, L, d.mp, w.ut);
+  tile::gemm<T>(L, L, d.mp, w.dos, d.mp, w.ut, L, w.dp, L, false, Shape::kLowerOut);
+  for (int64_t i = 0; i < L * L; ++i) w.z[i] = w.dp[i] * w.p[i];  // dP o P is dG o G
+  apply_decay(w.dp, w.decay);  // zeroes Z above the diagonal too, as P is zero there
+  tile::gemm<T>(L, d.cp, L, w.dp, L, w.k, d.cp, w.dq, d.cp, false, Shape::kLowerA);
+  cpu::transpose(w.dp, L, L, w.dpt);
+  tile::gemm<T>(L, d.cp, L, w.dpt, L, w.q, d.cp, w.dk, d.cp, false, Shape::kUpperA);
+  cpu::transpose(state, d.cp, d.mp, w.st);
+  tile::gemm<T>(L, d.cp, d.mp, w.dos, d.mp, w.st, d.cp, w.rows, d.cp, false);  // dO S_in^T
+  for (int64_t t = 0; t < L; ++t) {
+    w.de[t] = tile::dot<T>(w.q + t * d.cp, w.rows + t * d.cp, d.cp);
+    for (int64_t c = 0; c < d.cp; ++c) w.dq[t * d.cp + c] += w.e[t] * w.rows[t * d.cp + c];
+  }
+  cpu::transpose(grad_state, d.cp, d.mp, w.dst);
+  tile::gemm<T>(L, d.cp, d.mp, w.u, d.mp, w.dst, d.cp, w.rows, d.cp, false);  // U dS^T
+  for (int64_t t = 0; t < L; ++t) {
+    w.df[t] = tile::dot<T>(w.k + t * d.cp, w.rows + t * d.cp, d.cp);
+    for (int64_t c = 0; c < d.cp; ++c) w.dk[t * d.cp + c] += w.f[t] * w.rows[t * d.cp + c];
+  }
+}
+
+// Through the triangular solve: dR (in w.r), dA into Z and d beta, dK from dH, dX (= dV) and its dK, de.
+template <typename T>
+void solve_gradients(const Dims& d, const T* state, T* d_beta, Workspace<T>& w) {
+  cpu::transpose(w.tinv, L, L, w.tinvt);
+  tile::gemm<T>(L, d.mp, L, w.tinvt, L, w.du, d.mp, w.r, d.mp, false, Shape::kUpperA);
+  tile::gemm<T>(L, L, d.mp, w.r, d.mp, w.ut, L, w.da, L, false, Shape::kLowerOut);
+  for (int64_t t = 0; t < L; ++t) {
+    T gradient = tile::dot<T>(w.r + t * d.mp, w.x + t * d.mp, d.mp);
+    for (int64_t s = 0; s < L; ++s) {
+      const int64_t i = t * L + s;
+      const T da = s < t ? -w.da[i] : T(0);
+      gradient += da * w.h[i];
+      w.z[i] += da * w.beta[t] * w.h[i];
+      w.da[i] = da * w.beta[t] * w.decay[i];  // dH, strictly lower
+    }
+    for (int64_t c = 0; c < d.mp; ++c) w.dx[t * d.mp + c] = w.beta[t] * w.r[t * d.mp + c];
+    d_beta[t] = gradient;  // may overwrite beta_t, read last just above
+  }
+  tile::gemm<T>(L, d.cp, L, w.da, L, w.k, d.cp, w.dk, d.cp, true, Shape::kLowerA);
+  cpu::transpose(w.da, L, L, w.dat);
+  tile::gemm<T>(L, d.cp, L, w.dat, L, w.k, d.cp, w.dk, d.cp, true, Shape::kUpperA);
+  tile::gemm<T>(L, d.cp, d.mp, w.dx, d.mp, w.st, d.cp, w.rows, d.cp, false);  // dX S_in^T
+  for (int64_t t = 0; t < L; ++t) {
+    w.de[t] -= tile::dot<T>(w.k + t * d.cp, w.rows + t * d.cp, d.cp);
+    for (int64_t c = 0; c < d.cp; ++c) w.dk[t * d.cp + c] -= w.e[t] * w.rows[t * d.cp + c];
+  }
+}
+
+// d log_decay of the chunk's rows from Z, de, df and <S_in, dS> (see the top of this file).
+template <typename T>
+void decay_gradients(T state_product, int64_t rows, T* d_log_decay, Workspace<T>& w) {
+  T to_end = 0;
+  for (int64_t s = 0; s < L; ++s) to_end += w.f[s] * w.df[s];
+  T suffix = 0;
+  for (int64_t t = L - 1; t >= 0; --t) {
+    T gradient = w.e[t] * w.de[t] - w.f[t] * w.df[t];
+    for (int64_t s = 0; s < L; ++s) gradient += w.z[t * L + s] - w.z[s * L + t];
+    if (t == L - 1) gradient += w.whole * state_product + to_end;
+    suffix += gradient;
+    if (t < rows) d_log_decay[t] = suffix;
+  }
+}
+
+// The chunk's gradients given its entering state and grad_state = dL/dS_out, which becomes dL/dS_in.
+template <typename scalar_t, typename T>
+void backward_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, const T* state,
+                    T* grad_state, Workspace<T>& w) {
+  prepare(d, a, head, t0, w);
+  updates(d, a, head, t0, state, w);
+  const int64_t rows = w.rows_in_chunk;
+  w.q = cpu::pack(rows_of(a.q, d, head, t0, d.c), rows, d.c, d.cp, w.qbuf, w.qt);
+  const T* g = cpu::pack(rows_of(a.grad, d, head, t0, d.m), rows, d.m, d.mp, w.gbuf, static_cast<T*>(nullptr));
+  for (int64_t i = 0; i < L * d.mp; ++i) w.dos[i] = a.scale * g[i];
+  output_gradients(d, state, grad_state, w);
+  T state_product = 0;
+  for (int64_t i = 0; i < d.cp * d.mp; ++i) state_product += state[i] * grad_state[i];
+  solve_gradients(d, state, w.beta, w);  // d beta into w.beta: beta itself is not read after this
+  scale(grad_state, w.whole, d.cp * d.mp);
+  scale_columns(w.qt, w.e, d.cp, T(1), w.cols);
+  tile::gemm<T>(d.cp, d.mp, L, w.cols, L, w.dos, d.mp, grad_state, d.mp, true);
+  scale_columns(w.kt, w.e, d.cp, T(-1), w.cols);
+  tile::gemm<T>(d.cp, d.mp, L, w.cols, L, w.dx, d.mp, grad_state, d.mp, true);
+  if (a.d_log_decay != nullptr) decay_gradients(state_product, rows, rows_of(a.d_log_decay, d, head, t0, 1), w);
+  store(w.dq, rows, d.c, d.cp, T(1), rows_of(a.dq, d, head, t0, d.c));
+  store(w.dk, rows, d.c, d.cp, T(1), rows_of(a.dk, d, head, t0, d.c));
+  store(w.dx, rows, d.m, d.mp, T(1), rows_of(a.dv, d, head, t0, d.m));
+  std::copy(w.beta, w.beta + rows, rows_of(a.d_beta, d, head, t0, 1));
+}
+
+template <typename scalar_t, typename T>
+void forward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
+  Workspace<T> w(d);
+  cpu::AlignedBuffer<T> state(d.cp * d.mp);
+  load_state(state_of(a.state0, d, head), d, state.data());
+  for (int64_t t0 = 0; t0 < d.n; t0 += L) forward_chunk(d, a, head, t0, state.data(), w);
+  save_state(state.data(), d, state_of(a.state_out, d, head));
+}
+
+// A forward sweep keeps the state entering every chunk; the reverse sweep carries dL/dS through them.
+template <typename scalar_t, typename T>
+void backward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
+  Workspace<T> w(d);
+  const int64_t size = d.cp * d.mp;
+  cpu::AlignedBuffer<T> states(d.chunks * size), grad_state(size);
+  load_state(state_of(a.state0, d, head), d, states.data());
+  for (int64_t chunk = 0; chunk + 1 < d.chunks; ++chunk) {
+    T* entering = states.data() + chunk * size;
+    prepare(d, a, head, chunk * L, w);
+    updates(d, a, head, chunk * L, entering, w);
+    std::copy(entering, entering + size, entering + size);
+    advance(d, entering + size, w);
+  }
+  load_state(state_of(a.grad_state, d, head), d, grad_state.data());
+  for (int64_t chunk = d.chunks - 1; chunk >= 0; --chunk) {
+    backward_chunk(d, a, head, chunk * L, states.data() + chunk * size, grad_state.data(), w);
+  }
+  save_state(grad_state.data(), d, state_of(a.state_out, d, head));
+}
+
+template <typename scalar_t, typename T>
+constexpr Passes<scalar_t, T> kPasses{&forward_head<scalar_t, T>, &backward_head<scalar_t, T>};
+
+}  // namespace
+}  // namespace lintf::delta
