@@ -8,6 +8,7 @@ from lightning.pytorch import Trainer
 from lightning.pytorch.utilities import rank_zero_only
 
 from lintf.run.directories import run_directory
+from lintf.run.threads import say_thread_notice
 
 
 def say_run_directory(trainer: Trainer) -> None:
@@ -15,6 +16,7 @@ def say_run_directory(trainer: Trainer) -> None:
     directory = run_directory(trainer)  # on every rank: it broadcasts rank 0's
     if rank_zero_only.rank == 0:  # set from the environment before the trainer knows its rank
         print(f"run directory: {directory}", flush=True)
+        say_thread_notice()
 
 
 def say_checkpoints(trainer: Trainer) -> None:

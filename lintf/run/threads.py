@@ -30,6 +30,7 @@ SAMPLE_SECONDS = 0.1
 SPARE = 0.25
 """A CPU counts as free when other processes leave at least 1 - SPARE of it idle (daemons, a terminal)."""
 CPU_DIR = Path("/sys/devices/system/cpu")
+_notice: str | None = None
 
 
 class CpuFacts(NamedTuple):
@@ -137,8 +138,8 @@ def use_default_threads() -> int:
     """Set PyTorch's intra-op thread count for this run unless the user chose one, and return the count in use.
 
     LINTF_THREADS sets it; with OMP_NUM_THREADS or MKL_NUM_THREADS set, PyTorch's own count stays.
-    Otherwise the count is lowered (never raised) to ``default_threads(cpu_facts())``, and a line on
-    stderr says so when other processes' load is the reason.
+    Otherwise the count is lowered (never raised) to ``default_threads(cpu_facts())``; when other
+    processes' load is the reason, ``say_thread_notice`` says so once the run starts.
     """
     requested = requested_threads()
     if requested is not None:
@@ -150,8 +151,19 @@ def use_default_threads() -> int:
     chosen = min(current, default_threads(facts))
     if chosen < current:
         torch.set_num_threads(chosen)
+    global _notice
     if chosen < min(current, facts.cores):
-        print(f"lintf: computing on {chosen} thread{'s' if chosen > 1 else ''}: other processes keep "
-              f"{facts.busy:.1f} of the {facts.usable} CPUs busy ({THREADS_VARIABLE}=N chooses the count)",
-              file=sys.stderr, flush=True)
+        _notice = (f"lintf: computing on {chosen} thread{'s' if chosen > 1 else ''}: other processes keep "
+                   f"{facts.busy:.1f} of the {facts.usable} CPUs busy ({THREADS_VARIABLE}=N chooses the count)")
     return chosen
+
+
+def say_thread_notice() -> None:
+    """Print, once, why ``use_default_threads`` lowered the count; called where a run starts its work.
+
+    Not printed by ``use_default_threads`` itself: ``--help`` and a refused command stay free of it.
+    """
+    global _notice
+    if _notice is not None:
+        print(_notice, file=sys.stderr, flush=True)
+        _notice = None

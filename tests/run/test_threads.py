@@ -105,6 +105,8 @@ def test_a_busy_core_lowers_the_count_and_says_why(monkeypatch, capsys):
     torch.set_num_threads(2)
     facts(monkeypatch, 2, 2, 1.0)
     assert threads.use_default_threads() == 1 and torch.get_num_threads() == 1
+    assert capsys.readouterr().err == ""  # said where the run starts its work, not before --help or an error
+    threads.say_thread_notice()
     assert "lintf: computing on 1 thread: other processes keep 1.0 of the 2 CPUs busy" in capsys.readouterr().err
 
 
