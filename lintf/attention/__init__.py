@@ -6,7 +6,10 @@ from lintf.attention.base import Attention, State
 from lintf.attention.bigbird import BigBirdAttention
 from lintf.attention.blockwise import BlockwiseAttention
 from lintf.attention.clustered import ClusteredAttention
+from lintf.attention.delta_net import DeltaNetAttention
+from lintf.attention.gated_delta_net import GatedDeltaNetAttention
 from lintf.attention.gated_linear import GatedLinearAttention
+from lintf.attention.gla import GLAAttention
 from lintf.attention.improved_clustered import ImprovedClusteredAttention
 from lintf.attention.linear import LinearAttention
 from lintf.attention.linformer import LinformerAttention
@@ -29,6 +32,9 @@ __all__ = [
     "BigBirdAttention",
     "BlockwiseAttention",
     "ClusteredAttention",
+    "DeltaNetAttention",
+    "GLAAttention",
+    "GatedDeltaNetAttention",
     "GatedLinearAttention",
     "ImprovedClusteredAttention",
     "LinearAttention",
