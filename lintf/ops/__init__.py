@@ -4,6 +4,7 @@
 ``decayed/``    the decayed causal product (retention, gated linear attention) and AFT's decayed prefix sum
 ``gla/``        gated linear attention with a gate per channel (GLA)
 ``delta/``      the delta rule (DeltaNet, Gated DeltaNet) and the matrix state it shares with GLA
+``sequence_parallel.py``  the decayed product, GLA and the delta rule over a sequence split across ranks
 ``common/``     what the ops share: argument checks, the accumulation dtype, the compiled CPU runtime's reports
 ``extension/``  the compiled library built from ``csrc/``: build, manifest, lock, load; it knows no op
 
@@ -23,6 +24,8 @@ from lintf.ops.delta.rule import delta_rule
 from lintf.ops.delta.state import MatrixState
 from lintf.ops.extension.environment import check_environment
 from lintf.ops.gla.product import gated_linear_attention
+from lintf.ops.sequence_parallel import (sequence_parallel_decayed_dot_product, sequence_parallel_delta_rule,
+                                         sequence_parallel_gated_linear_attention)
 
 OP_STATES = (LinearAttentionState, MatrixState)
 """State types that the ops validate where they consume them (attentions pass them on unchecked)."""
@@ -50,5 +53,8 @@ __all__ = [
     "incoming_state",
     "sequence_parallel_causal_dot_product",
     "sequence_parallel_causal_linear_attention",
+    "sequence_parallel_decayed_dot_product",
+    "sequence_parallel_delta_rule",
+    "sequence_parallel_gated_linear_attention",
     "split_sequence",
 ]

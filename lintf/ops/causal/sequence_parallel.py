@@ -25,7 +25,7 @@ from lintf.ops.common.arguments import check_eps
 from lintf.ops.common.dtypes import accumulation_dtype
 
 
-def _gather(tensor: Tensor, group: Any) -> list[Tensor]:
+def gather_from_ranks(tensor: Tensor, group: Any) -> list[Tensor]:
     """``tensor`` of every rank of ``group``, in rank order."""
     parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size(group))]
     dist.all_gather(parts, tensor.contiguous(), group=group)
@@ -39,12 +39,12 @@ class ExclusivePrefixState(torch.autograd.Function):
     def forward(ctx: Any, local: Tensor, group: Any) -> Tensor:  # noqa: D102 (autograd hook)
         rank = dist.get_rank(group)
         ctx.group, ctx.rank = group, rank
-        states = _gather(local, group)
+        states = gather_from_ranks(local, group)
         return torch.stack(states[:rank]).sum(dim=0) if rank else torch.zeros_like(local)
 
     @staticmethod
     def backward(ctx: Any, grad_incoming: Tensor) -> tuple[Tensor, None]:  # noqa: D102 (autograd hook)
-        grads = _gather(grad_incoming, ctx.group)
+        grads = gather_from_ranks(grad_incoming, ctx.group)
         later = grads[ctx.rank + 1 :]
         return (torch.stack(later).sum(dim=0) if later else torch.zeros_like(grad_incoming)), None
 
@@ -64,11 +64,13 @@ def incoming_state(k: Tensor, v: Tensor, group: Any = None) -> LinearAttentionSt
     return LinearAttentionState(incoming[..., :-1], incoming[..., -1])
 
 
-def check_group_inputs(q: Tensor, group: Any) -> None:
+def check_group_inputs(q: Tensor, group: Any, owner: str = "sequence parallel causal product") -> None:
+    """Raise ValueError unless torch.distributed is initialised and q is (B, H, N_local, C)."""
     if not (dist.is_available() and dist.is_initialized()):
         raise ValueError("sequence parallelism needs torch.distributed initialised (init_process_group) first")
-    if q.dim() != 4:
-        raise ValueError(f"sequence parallel causal product: q must be (B, H, N_local, C), got {tuple(q.shape)}")
+    if not isinstance(q, Tensor) or q.dim() != 4:
+        got = tuple(q.shape) if isinstance(q, Tensor) else type(q).__name__
+        raise ValueError(f"{owner}: q must be (B, H, N_local, C), got {got}")
 
 
 def sequence_parallel_causal_linear_attention(
