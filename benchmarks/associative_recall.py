@@ -1,0 +1,165 @@
+"""Which attention remembers: multi-query associative recall (MQAR, Arora et al. 2023 "Zoology") accuracy.
+
+For every sequence length N in ``--lengths`` and key-value count P in ``--pairs`` with 4 P <= N (the
+pairs, then every key asked for once), each attention trains the same small AssociativeRecallTask
+from the same seed for the same number of steps on fresh sequences, then answers the queries of
+held-out sequences; the score is the share of values recalled. Writes under ``--out``:
+
+* ``associative_recall.md``: accuracy per (N, P) and attention;
+* ``associative_recall.png``: accuracy against P, one panel per N;
+* ``associative_recall.json``: the settings and, per cell, accuracy, final training loss and wall time.
+
+    python -m benchmarks.associative_recall                         # 8 attentions x 17 cells (hours on a CPU)
+    python -m benchmarks.associative_recall --attentions linear delta_net --lengths 128 --pairs 8 16
+    python -m benchmarks.associative_recall --quick                 # a smoke run of a few seconds per cell
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from functools import partial
+from pathlib import Path
+
+import torch
+from lightning.pytorch import Callback, Trainer, seed_everything
+
+import lintf
+from lintf.data import AssociativeRecallData
+from lintf.models import EncoderConfig
+from lintf.registry import ATTENTIONS
+from lintf.tasks import AssociativeRecallTask
+
+ATTENTIONS_COMPARED = ["softmax", "linear", "gated_linear", "gla", "delta_net", "gated_delta_net", "retention", "local"]
+QUICK = {"lengths": [32], "pairs": [2, 4], "steps": 20, "batch_size": 8, "test_size": 32, "d_model": 16,
+         "n_layers": 1, "n_heads": 2}
+"""--quick: every size small enough for a smoke run; the attentions stay those asked for."""
+
+
+class FinalLoss(Callback):
+    """Training loss of the last optimizer step."""
+
+    def __init__(self) -> None:
+        self.loss = float("nan")
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.loss = float(outputs["loss"])
+
+
+def cells(lengths: list[int], pairs: list[int]) -> list[tuple[int, int]]:
+    """(N, P) with room for P pairs and P queries of two tokens each."""
+    return [(length, count) for length in lengths for count in pairs if 4 * count <= length]
+
+
+def train_cell(attention: str, length: int, pairs: int, args: argparse.Namespace) -> dict:
+    """Train one attention on one (N, P) and return its test accuracy, final loss and wall time."""
+    seed_everything(args.seed, verbose=False)
+    data = AssociativeRecallData(n_pairs=pairs, max_length=length, n_keys=args.n_keys, n_values=args.n_values,
+                                 batch_size=args.batch_size, train_size=args.batch_size * args.steps,
+                                 test_size=args.test_size, seed=args.seed)
+    encoder = EncoderConfig(d_model=args.d_model, n_layers=args.n_layers, n_heads=args.n_heads, dropout=0.0,
+                            attention=attention)
+    model = AssociativeRecallTask(
+        data.vocab_size, length, encoder, optimizer=partial(torch.optim.AdamW, lr=args.lr),
+        lr_scheduler=partial(torch.optim.lr_scheduler.OneCycleLR, max_lr=args.lr, total_steps=args.steps,
+                             pct_start=0.1),
+    )
+    final = FinalLoss()
+    quiet = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False, "accelerator": "cpu"}
+    trainer = Trainer(max_steps=args.steps, enable_checkpointing=False, limit_val_batches=0, callbacks=[final], **quiet)
+    start = time.perf_counter()
+    trainer.fit(model, data)
+    wall = time.perf_counter() - start
+    accuracy = Trainer(**quiet).test(model, data.test_dataloader(), verbose=False)[0]["test/accuracy"]
+    print(f"{attention} N={length} P={pairs}: accuracy {accuracy:.3f}, loss {final.loss:.3f}, {wall:.0f} s", flush=True)
+    return {"accuracy": accuracy, "final_loss": final.loss, "wall_seconds": wall}
+
+
+def plot(results: dict, settings: dict, path: Path) -> None:
+    """Accuracy against key-value pairs, one panel per sequence length, one line (colour and marker) per attention."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from benchmarks.plot_style import legend_beside, save, series_style
+
+    lengths = [n for n in settings["lengths"] if any(4 * p <= n for p in settings["pairs"])]
+    figure, axes = plt.subplots(1, len(lengths), figsize=(3.2 * len(lengths), 3.4), sharey=True, squeeze=False)
+    for panel, length in zip(axes[0], lengths):
+        for index, (name, by_cell) in enumerate(results.items()):
+            points = [(p, by_cell[f"{length}x{p}"]["accuracy"]) for p in settings["pairs"] if f"{length}x{p}" in by_cell]
+            panel.plot(*zip(*points), label=name, linewidth=1.2, markersize=5, **series_style(index))
+        panel.set(title=f"N = {length}", xlabel="key-value pairs", xscale="log", ylim=(-0.02, 1.02))
+        panel.set_xticks(settings["pairs"], [str(p) for p in settings["pairs"]])
+        panel.minorticks_off()
+        panel.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel("recall accuracy")
+    legend_beside(figure, list(axes[0]), title="attention")
+    save(figure, path)
+    plt.close(figure)
+
+
+def write_results(results: dict, args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "replot")}
+    plot(results, settings, out / "associative_recall.png")
+    shown = ", ".join(f"{k}={v}" for k, v in settings.items())
+    names = list(results)
+    lines = [
+        "# Multi-query associative recall (MQAR)", "",
+        f"`python -m benchmarks.associative_recall{' --quick' if args.quick else ''}` on {torch.get_num_threads()} "
+        f"CPU threads; {shown}. Share of queried values recalled on {args.test_size} held-out sequences after "
+        f"{args.steps} training steps (chance: 1/{args.n_values}).", "",
+        f"| N | pairs | {' | '.join(names)} |", f"|---|---|{'---|' * len(names)}",
+    ]
+    for length, pairs in cells(args.lengths, args.pairs):
+        row = [f"{results[name][f'{length}x{pairs}']['accuracy']:.3f}" for name in names]
+        lines.append(f"| {length} | {pairs} | {' | '.join(row)} |")
+    (out / "associative_recall.md").write_text("\n".join(lines) + "\n")
+    (out / "associative_recall.json").write_text(json.dumps({"settings": settings, "results": results}, indent=1))
+    print("\n".join(lines))
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    causal = [name for name in lintf.list_attentions() if ATTENTIONS.get(name).supports_causal]
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--attentions", nargs="+", default=ATTENTIONS_COMPARED, choices=causal)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 256, 512], help="sequence lengths N")
+    parser.add_argument("--pairs", type=int, nargs="+", default=[4, 8, 16, 32, 64], help="key-value pairs P")
+    parser.add_argument("--steps", type=int, default=2000, help="optimizer steps per cell")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--test-size", type=int, default=512, help="held-out sequences per cell")
+    parser.add_argument("--n-keys", type=int, default=128, help="key tokens (at least the largest P)")
+    parser.add_argument("--n-values", type=int, default=128, help="value tokens")
+    parser.add_argument("--d-model", type=int, default=64)
+    parser.add_argument("--n-layers", type=int, default=2)
+    parser.add_argument("--n-heads", type=int, default=2)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK}")
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    parser.add_argument("--replot", action="store_true", help="redraw the PNG from --out's associative_recall.json")
+    args = parser.parse_args(argv)
+    if args.quick:
+        vars(args).update(QUICK)
+    if not cells(args.lengths, args.pairs):
+        parser.error(f"no (N, P) with 4 P <= N among --lengths {args.lengths} and --pairs {args.pairs}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    if args.replot:
+        saved = json.loads((Path(args.out) / "associative_recall.json").read_text())
+        plot(saved["results"], saved["settings"], Path(args.out) / "associative_recall.png")
+        return
+    results = {name: {f"{n}x{p}": train_cell(name, n, p, args) for n, p in cells(args.lengths, args.pairs)}
+               for name in args.attentions}
+    write_results(results, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""benchmarks.associative_recall: the --quick smoke run writes its table, plot and JSON for every cell."""
+
+import json
+
+import pytest
+
+from benchmarks.associative_recall import ATTENTIONS_COMPARED, cells, main
+from lintf.registry import ATTENTIONS
+
+
+def test_cells_leave_room_for_every_pair_and_query():
+    assert cells([64, 128], [4, 16, 32]) == [(64, 4), (64, 16), (128, 4), (128, 16), (128, 32)]
+
+
+def test_the_compared_attentions_are_registered_and_causal():
+    assert all(ATTENTIONS.get(name).supports_causal for name in ATTENTIONS_COMPARED)
+    assert {"gla", "delta_net", "gated_delta_net", "softmax", "linear", "gated_linear"} <= set(ATTENTIONS_COMPARED)
+
+
+@pytest.mark.slow
+def test_quick_run_writes_results(tmp_path):
+    main(["--quick", "--attentions", "linear", "delta_net", "--out", str(tmp_path)])
+    saved = json.loads((tmp_path / "associative_recall.json").read_text())
+    assert saved["settings"]["quick"] and saved["settings"]["steps"] == 20
+    assert set(saved["results"]) == {"linear", "delta_net"}
+    for by_cell in saved["results"].values():
+        assert set(by_cell) == {"32x2", "32x4"}
+        assert all(0.0 <= cell["accuracy"] <= 1.0 for cell in by_cell.values())
+    table = (tmp_path / "associative_recall.md").read_text()
+    assert "| N | pairs | linear | delta_net |" in table and table.count("\n| 32 |") == 2
+    assert (tmp_path / "associative_recall.png").stat().st_size > 0
+    main(["--replot", "--out", str(tmp_path)])
+
+
+def test_no_cell_that_fits_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        main(["--lengths", "16", "--pairs", "8"])
+    assert "no (N, P) with 4 P <= N" in capsys.readouterr().err
