@@ -1,0 +1,192 @@
+"""Delta rule and GLA benchmark on the CPU: the compiled ops against their PyTorch chunked paths and FLA's references.
+
+    python -m benchmarks.delta_rule [--lengths 1024 4096 16384] [--dims 64 128] [--threads 1 2] [--repeats 3]
+
+B=1, H=8, C=M (``--dims``), fp32. The delta rule (``lintf.ops.delta_rule``: q, k L2-normalised,
+beta = sigmoid of a normal draw, no decay) and GLA (``lintf.ops.gated_linear_attention``: log-gates
+log sigmoid(x)/16 with x normal, GLA's temperature) each run: compiled (the C++ op, where it is
+built for the op), pytorch (the chunked path: LINTF_EXTENSION=off), and, when ``fla`` is importable
+(``pip install -e ".[bench]"``), FLA's own PyTorch references on the CPU: ``delta_rule_chunkwise``
+and ``delta_rule_recurrence`` (``fla.ops.delta_rule.naive``), ``naive_recurrent_gla``
+(``fla.ops.gla.naive``). The step-by-step references keep a state per position for autograd
+(N C M floats per head), so they run up to ``--recurrent-max`` positions. The causal product's
+compiled forward at the same shape is the yardstick of the delta rule's forward.
+
+Per implementation: fwd ms (no gradients), fwd+bwd ms (gradients of q, k, v and beta or the gates),
+median of ``--repeats`` calls after a warm-up call, and MB, the peak extra resident memory of one
+fwd+bwd call over its inputs. Writes benchmarks/results/delta_rule.md and .json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from lintf.ops import causal_dot_product, cpu_vector_path, delta_rule, gated_linear_attention
+from lintf.ops.delta import compiled as delta_compiled
+
+from benchmarks.causal_product import cpu_model
+from benchmarks.measure import (environment_variable, median_seconds, peak_extra_mb, positive_int,
+                                release_freed_memory_eagerly, write_report)
+
+HEADS = 8
+CPU = torch.device("cpu")
+RESULTS = Path(__file__).parent / "results"
+Op = Callable[[list[torch.Tensor]], torch.Tensor]
+
+
+def delta_inputs(n: int, dim: int) -> list[torch.Tensor]:
+    """q, k (1, H, N, C) unit rows, v (1, H, N, M), beta (1, H, N) in (0, 1)."""
+    q, k = (F.normalize(torch.randn(1, HEADS, n, dim), dim=-1) for _ in range(2))
+    return [q, k, torch.randn(1, HEADS, n, dim), torch.sigmoid(torch.randn(1, HEADS, n))]
+
+
+def gla_inputs(n: int, dim: int) -> list[torch.Tensor]:
+    """q, k, v (1, H, N, C) and log-gates (1, H, N, C) log sigmoid(x) / 16."""
+    q, k, v = (torch.randn(1, HEADS, n, dim) for _ in range(3))
+    return [q, k, v, F.logsigmoid(torch.randn(1, HEADS, n, dim)) / 16]
+
+
+def fla_references() -> dict[str, tuple[str, Op]]:
+    """FLA's CPU references by name: (op, function of our tensors); empty without ``fla``."""
+    if importlib.util.find_spec("fla") is None:
+        return {}
+    from fla.ops.delta_rule.naive import delta_rule_chunkwise, delta_rule_recurrence
+    from fla.ops.gla.naive import naive_recurrent_gla
+
+    def gla(t: list[torch.Tensor]) -> torch.Tensor:  # FLA's GLA reference takes (B, N, H, C)
+        return naive_recurrent_gla(*(x.transpose(1, 2) for x in t))[0].transpose(1, 2)
+
+    return {
+        "fla chunkwise": ("delta rule", lambda t: delta_rule_chunkwise(*t)[0]),
+        "fla recurrent": ("delta rule", lambda t: delta_rule_recurrence(*t)[0]),
+        "fla recurrent gla": ("gla", gla),
+    }
+
+
+def implementations() -> list[tuple[str, str, Op, str | None]]:
+    """(op, name, function, LINTF_EXTENSION value) of everything measured."""
+    rows = [("delta rule", "compiled", lambda t: delta_rule(*t), None)] if delta_compiled.serves(CPU) else []
+    rows += [("delta rule", "pytorch", lambda t: delta_rule(*t), "off"),
+             ("gla", "pytorch", lambda t: gated_linear_attention(*t), "off")]
+    rows += [(op, name, fn, None) for name, (op, fn) in fla_references().items()]
+    return rows + [("causal product", "compiled", lambda t: causal_dot_product(*t[:3]), None)]
+
+
+def call(fn: Op, tensors: list[torch.Tensor], backward: bool) -> Callable[[], None]:
+    """One forward (and backward, for the tensors that require gradients) of fn."""
+    upstream = torch.randn_like(tensors[2])
+
+    def run() -> None:
+        out = fn(tensors)
+        if backward:
+            out.backward(upstream)
+            for tensor in tensors:
+                tensor.grad = None
+
+    return run
+
+
+def measure(fn: Op, extension: str | None, tensors: list[torch.Tensor], repeats: int) -> dict[str, float]:
+    """fwd and fwd+bwd milliseconds and fwd+bwd peak extra MB of fn on tensors."""
+    with environment_variable("LINTF_EXTENSION", extension):
+        with torch.no_grad():
+            forward = median_seconds(call(fn, tensors, False), repeats)
+        leaves = [t.detach().requires_grad_() for t in tensors]
+        both = median_seconds(call(fn, leaves, True), repeats)
+        memory = peak_extra_mb(call(fn, leaves, True))
+    return {"fwd": 1e3 * forward, "fwd+bwd": 1e3 * both, "MB": memory}
+
+
+Row = dict[str, object]
+
+
+def run_benchmark(
+    lengths: list[int], dims: list[int], threads: list[int], repeats: int, recurrent_max: int
+) -> list[Row]:
+    """Every implementation at every C = M, thread count and length; step-by-step references up to recurrent_max."""
+    rows: list[Row] = []
+    for dim in dims:
+        for n_threads in threads:
+            torch.set_num_threads(n_threads)
+            for n in lengths:
+                inputs = {"delta rule": delta_inputs(n, dim), "gla": gla_inputs(n, dim)}
+                inputs["causal product"] = inputs["delta rule"]
+                for op, name, fn, extension in implementations():
+                    if "recurrent" in name and n > recurrent_max:
+                        continue
+                    result = measure(fn, extension, inputs[op], repeats)
+                    rows.append({"op": op, "implementation": name, "C=M": dim, "threads": n_threads, "N": n, **result})
+                    print(rows[-1], flush=True)
+    return rows
+
+
+def find(rows: list[Row], **match: object) -> Row | None:
+    return next((r for r in rows if all(r[key] == value for key, value in match.items())), None)
+
+
+def targets(rows: list[Row]) -> list[str]:
+    """The two ratios the compiled delta rule aims at, at the longest length measured, per C = M and thread count."""
+    lines = []
+    for row in rows:
+        if (row["op"], row["implementation"]) != ("delta rule", "compiled") or row["N"] != max(r["N"] for r in rows):
+            continue
+        shape = {key: row[key] for key in ("C=M", "threads", "N")}
+        pytorch = find(rows, op="delta rule", implementation="pytorch", **shape)
+        causal = find(rows, op="causal product", **shape)
+        lines.append(f"- C=M={row['C=M']}, {row['threads']} thread(s), N={row['N']}: pytorch / compiled fwd+bwd "
+                     f"{pytorch['fwd+bwd'] / row['fwd+bwd']:.1f}x (target >= 5x); compiled delta rule fwd / causal "
+                     f"product fwd {row['fwd'] / causal['fwd']:.1f}x (target <= 3x)")
+    return lines
+
+
+def report(rows: list[Row], command: str, repeats: int, load: tuple[float, float]) -> list[str]:
+    lines = [
+        "# Delta rule and GLA benchmark (CPU)",
+        "",
+        f"`{command}`",
+        "",
+        f"torch {torch.__version__}; CPU: {cpu_model()}; vector path of the compiled ops: {cpu_vector_path()}.",
+        f"B=1, H={HEADS}, fp32; median of {repeats} calls after a warm-up call. compiled: the C++ op; pytorch: the",
+        "chunked PyTorch path (LINTF_EXTENSION=off); fla: flash-linear-attention's PyTorch references on the CPU.",
+        "MB: peak extra resident memory of one fwd+bwd call. Every row ran in this one process, one after another.",
+        f"Load average (1 min) before / after: {load[0]:.2f} / {load[1]:.2f} on {os.cpu_count()} cores.",
+        "",
+        *targets(rows),
+        "",
+        "| op | implementation | C=M | threads | N | fwd ms | fwd+bwd ms | MB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['op']} | {r['implementation']} | {r['C=M']} | {r['threads']} | {r['N']} | {r['fwd']:.1f} "
+                     f"| {r['fwd+bwd']:.1f} | {r['MB']:.0f} |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", type=positive_int, nargs="+", default=[1024, 4096, 16384])
+    parser.add_argument("--dims", type=positive_int, nargs="+", default=[64, 128])
+    parser.add_argument("--threads", type=positive_int, nargs="+", default=[1, 2])
+    parser.add_argument("--repeats", type=positive_int, default=3)
+    parser.add_argument("--recurrent-max", type=positive_int, default=4096)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    release_freed_memory_eagerly()
+    torch.manual_seed(0)
+    load_before = os.getloadavg()[0]
+    rows = run_benchmark(args.lengths, args.dims, args.threads, args.repeats, args.recurrent_max)
+    command = " ".join(["python -m benchmarks.delta_rule", *sys.argv[1:]])
+    lines = report(rows, command, args.repeats, (load_before, os.getloadavg()[0]))
+    write_report(args.out, "delta_rule", lines, {"rows": rows})
+
+
+if __name__ == "__main__":
+    main()
