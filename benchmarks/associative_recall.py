@@ -2,14 +2,17 @@
 
 For every sequence length N in ``--lengths`` and key-value count P in ``--pairs`` with 4 P <= N (the
 pairs, then every key asked for once), each attention trains the same small AssociativeRecallTask
-from the same seed for the same number of steps on fresh sequences, then answers the queries of
-held-out sequences; the score is the share of values recalled. Writes under ``--out``:
+from the same seed for the same number of steps on fresh sequences, each batch ``--batch-tokens``
+tokens long (``batch-tokens / N`` sequences, so every step costs about the same at every N), then
+answers the queries of held-out sequences; the score is the share of values recalled. Writes under
+``--out``:
 
 * ``associative_recall.md``: accuracy per (N, P) and attention;
 * ``associative_recall.png``: accuracy against P, one panel per N;
 * ``associative_recall.json``: the settings and, per cell, accuracy, final training loss and wall time.
 
-    python -m benchmarks.associative_recall                         # 8 attentions x 17 cells (hours on a CPU)
+    python -m benchmarks.associative_recall                         # 8 attentions x 17 cells (~a day on 2 cores)
+    python -m benchmarks.associative_recall --accelerator gpu       # the same on a GPU
     python -m benchmarks.associative_recall --attentions linear delta_net --lengths 128 --pairs 8 16
     python -m benchmarks.associative_recall --quick                 # a smoke run of a few seconds per cell
 """
@@ -32,7 +35,7 @@ from lintf.registry import ATTENTIONS
 from lintf.tasks import AssociativeRecallTask
 
 ATTENTIONS_COMPARED = ["softmax", "linear", "gated_linear", "gla", "delta_net", "gated_delta_net", "retention", "local"]
-QUICK = {"lengths": [32], "pairs": [2, 4], "steps": 20, "batch_size": 8, "test_size": 32, "d_model": 16,
+QUICK = {"lengths": [32], "pairs": [2, 4], "steps": 20, "batch_tokens": 256, "test_size": 32, "d_model": 16,
          "n_layers": 1, "n_heads": 2}
 """--quick: every size small enough for a smoke run; the attentions stay those asked for."""
 
@@ -55,8 +58,9 @@ def cells(lengths: list[int], pairs: list[int]) -> list[tuple[int, int]]:
 def train_cell(attention: str, length: int, pairs: int, args: argparse.Namespace) -> dict:
     """Train one attention on one (N, P) and return its test accuracy, final loss and wall time."""
     seed_everything(args.seed, verbose=False)
+    batch = max(1, args.batch_tokens // length)
     data = AssociativeRecallData(n_pairs=pairs, max_length=length, n_keys=args.n_keys, n_values=args.n_values,
-                                 batch_size=args.batch_size, train_size=args.batch_size * args.steps,
+                                 batch_size=batch, train_size=batch * args.steps,
                                  test_size=args.test_size, seed=args.seed)
     encoder = EncoderConfig(d_model=args.d_model, n_layers=args.n_layers, n_heads=args.n_heads, dropout=0.0,
                             attention=attention)
@@ -66,7 +70,8 @@ def train_cell(attention: str, length: int, pairs: int, args: argparse.Namespace
                              pct_start=0.1),
     )
     final = FinalLoss()
-    quiet = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False, "accelerator": "cpu"}
+    quiet = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False,
+             "accelerator": args.accelerator, "devices": 1}
     trainer = Trainer(max_steps=args.steps, enable_checkpointing=False, limit_val_batches=0, callbacks=[final], **quiet)
     start = time.perf_counter()
     trainer.fit(model, data)
@@ -110,8 +115,8 @@ def write_results(results: dict, args: argparse.Namespace) -> None:
     names = list(results)
     lines = [
         "# Multi-query associative recall (MQAR)", "",
-        f"`python -m benchmarks.associative_recall{' --quick' if args.quick else ''}` on {torch.get_num_threads()} "
-        f"CPU threads; {shown}. Share of queried values recalled on {args.test_size} held-out sequences after "
+        f"`python -m benchmarks.associative_recall{' --quick' if args.quick else ''}` on {where(args.accelerator)}; "
+        f"{shown}. Share of queried values recalled on {args.test_size} held-out sequences after "
         f"{args.steps} training steps (chance: 1/{args.n_values}).", "",
         f"| N | pairs | {' | '.join(names)} |", f"|---|---|{'---|' * len(names)}",
     ]
@@ -123,6 +128,13 @@ def write_results(results: dict, args: argparse.Namespace) -> None:
     print("\n".join(lines))
 
 
+def where(accelerator: str) -> str:
+    """The hardware of a run, for the table's heading."""
+    if accelerator != "cpu" and torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    return f"{torch.get_num_threads()} CPU threads"
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     causal = [name for name in lintf.list_attentions() if ATTENTIONS.get(name).supports_causal]
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -130,7 +142,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 256, 512], help="sequence lengths N")
     parser.add_argument("--pairs", type=int, nargs="+", default=[4, 8, 16, 32, 64], help="key-value pairs P")
     parser.add_argument("--steps", type=int, default=2000, help="optimizer steps per cell")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-tokens", type=int, default=4096, help="tokens per training batch (sequences: / N)")
     parser.add_argument("--test-size", type=int, default=512, help="held-out sequences per cell")
     parser.add_argument("--n-keys", type=int, default=128, help="key tokens (at least the largest P)")
     parser.add_argument("--n-values", type=int, default=128, help="value tokens")
@@ -139,6 +151,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--n-heads", type=int, default=2)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--accelerator", default="cpu", help="Lightning's accelerator: cpu, gpu, auto")
     parser.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK}")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     parser.add_argument("--replot", action="store_true", help="redraw the PNG from --out's associative_recall.json")
