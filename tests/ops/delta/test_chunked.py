@@ -7,7 +7,7 @@ import torch
 
 from lintf.ops.delta.chunked import delta_rule_chunked
 from lintf.ops.delta.reference import delta_rule_reference
-from tests.ops.delta.cases import inputs, outputs_and_grads
+from tests.ops.delta.cases import inputs, op, outputs_and_grads
 
 
 def chunked(chunk: int):
@@ -33,3 +33,11 @@ def test_strong_decay_and_unnormalised_keys_stay_exact():
     got = chunked(16)(q, k, v, beta, log_decay, state)
     for a, b in zip(got, delta_rule_reference(q, k, v, beta, log_decay, state, scale=0.4)):
         torch.testing.assert_close(a, b)
+
+
+def test_torch_compile_fullgraph_on_the_pytorch_path(monkeypatch):
+    monkeypatch.setenv("LINTF_EXTENSION", "off")
+    q, k, v, beta, log_decay, state = (t.detach().float() for t in inputs(40))
+    compiled_op = torch.compile(op, fullgraph=True)
+    for got, want in zip(compiled_op(q, k, v, beta, log_decay, state), op(q, k, v, beta, log_decay, state)):
+        torch.testing.assert_close(got, want)

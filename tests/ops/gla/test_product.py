@@ -71,3 +71,20 @@ def test_empty_dimensions(batch, n, c, m):
     want, want_state = gated_linear_attention_reference(q, k, v, log_gate, state, scale=0.5)
     torch.testing.assert_close(out, want)
     torch.testing.assert_close(final, want_state)
+
+
+def test_torch_compile_fullgraph_with_state():
+    q, k, v, log_gate, state = (t.detach().float() for t in inputs(40))
+    compiled_op = torch.compile(op, fullgraph=True)
+    for got, want in zip(compiled_op(q, k, v, log_gate, state), op(q, k, v, log_gate, state)):
+        torch.testing.assert_close(got, want)
+
+
+def test_autocast_runs_in_bf16_with_an_fp32_state():
+    q, k, v, log_gate, state = (t.detach().float() for t in inputs(40))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, final = op(q, k, v, log_gate, state)
+    assert out.dtype == torch.bfloat16 and final.dtype == torch.float32
+    rounded = [t.bfloat16().double() for t in (q, k, v)]
+    want, _ = gated_linear_attention_reference(*rounded, log_gate.double(), state.double())
+    assert (out.double() - want).abs().max() / want.abs().max() < 3e-2
