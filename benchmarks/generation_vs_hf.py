@@ -84,8 +84,8 @@ def measure_lintf(args: argparse.Namespace, context: int, compiled: bool) -> dic
     for start in range(0, context, PREFILL_CHUNK):
         params, state = task(prompt[:, start : start + PREFILL_CHUNK], state=state, return_state=True, start=start)
     params = params[:, -1]
-    for _ in range(3):  # first calls on this state (and compiling) are not timed; the state is left as it was
-        step(greedy.choose(task.head, params), context, state)
+    for position in range(context, context + 3):  # first calls (and compiling) are not timed; the state stays
+        step(greedy.choose(task.head, params), position, state)
     before = resident_mb()
     reset_peak()
     begin = time.perf_counter()

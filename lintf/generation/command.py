@@ -91,15 +91,13 @@ def run_directory_of_checkpoint(path: str) -> Path:
     return folder.parent if folder.name == "checkpoints" else folder
 
 
-def steps_for(task: AutoregressiveTask, compile: bool) -> StepFunction:
-    """The step function: ``task.step``, or compiled (and compiled now, so timings exclude it)."""
+def steps_for(task: AutoregressiveTask, compile: bool, batch: int) -> StepFunction:
+    """The step function: ``task.step``, or compiled for ``batch`` sequences (now, so timings exclude it)."""
     if not compile:
         return task.step
     start, step = time.perf_counter(), CompiledStep(task)
     with torch.inference_mode():
-        state = task.init_state(1)
-        for position in range(2):  # position 0 and the general case
-            _, state = step(torch.zeros(1, dtype=torch.long, device=task.device), position, state)
+        step(torch.zeros(batch, dtype=torch.long, device=task.device), 0, task.init_state(batch))
     note(f"compiled the step in {time.perf_counter() - start:.1f} s" if step.compiled else "running the eager step")
     return step
 
@@ -196,7 +194,7 @@ def generate(
     note(f"checkpoint: {os.path.abspath(path)} ({task_class.__name__})")
     if output or isinstance(fmt, ByteFormat):
         note(f"run directory: {request.run_directory}")
-    step = steps_for(task, compile)
+    step = steps_for(task, compile, num_samples if isinstance(fmt, ByteFormat) else 1)
     generator = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
     if isinstance(fmt, ByteFormat):

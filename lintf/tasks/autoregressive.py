@@ -101,6 +101,17 @@ class AutoregressiveTask(TransformerTask):
 
     def step(self, token: Tensor, position: int, state: Sequence[State]) -> tuple[Tensor, tuple[State, ...]]:
         """RNN form of ``forward``: token (B,) at ``position`` -> next-token head parameters (B, P)."""
-        x_t = self.token_embedding(token) + self.positions.at(position)  # (B, d_model)
+        return self.advance(self.step_input(token, position), state)
+
+    def step_input(self, token: Tensor, position: int) -> Tensor:
+        """The encoder's input for token (B,) at ``position``: its embedding plus the position's code, (B, d_model)."""
+        return self.token_embedding(token) + self.positions.at(position)
+
+    def advance(self, x_t: Tensor, state: Sequence[State]) -> tuple[Tensor, tuple[State, ...]]:
+        """One position through the encoder and head: x_t (B, d_model) -> head parameters (B, P) and the next state.
+
+        The part of ``step`` that does not depend on the position, so a compiled copy of it
+        (``lintf.generation.stepping``) serves every position.
+        """
         out, state = self.encoder.step(x_t, state)
         return self.head(out), state
