@@ -22,7 +22,7 @@ from lintf.generation.prompts import ByteFormat, PromptFormat, SymbolFormat, pro
 from lintf.generation.sampling import Sampling, StepFunction, complete
 from lintf.generation.stepping import CompiledStep
 from lintf.run.commands import CommandError
-from lintf.run.directories import unused_path
+from lintf.run.directories import reserve_run_directory, run_directory_of, unused_path
 from lintf.tasks.autoregressive import AutoregressiveTask
 from lintf.tasks.image_generation import image_grid, save_png
 
@@ -38,7 +38,7 @@ class Request:
     prompt_format: PromptFormat
     prompt: list[int]
     new_tokens: int
-    run_directory: Path
+    run_directory: Path | None
 
 
 def note(message: str) -> None:
@@ -85,10 +85,13 @@ def new_token_count(task: AutoregressiveTask, fmt: PromptFormat, prompt: list[in
     return count
 
 
-def run_directory_of_checkpoint(path: str) -> Path:
-    """The run that holds ``path`` (``<run>/checkpoints/x.ckpt``), or the checkpoint's own folder, absolute."""
-    folder = Path(path).resolve().parent
-    return folder.parent if folder.name == "checkpoints" else folder
+def output_directory(path: str, root: str) -> Path:
+    """Where generated files go: the run that holds checkpoint ``path``, or a new run directory under ``root``
+    for a checkpoint from elsewhere or a run that cannot be written (absolute)."""
+    run = run_directory_of(path)
+    if run is not None and os.access(run, os.W_OK):
+        return Path(run)
+    return Path(reserve_run_directory(os.path.abspath(root)))
 
 
 def steps_for(task: AutoregressiveTask, compile: bool, batch: int) -> StepFunction:
@@ -178,7 +181,8 @@ def generate(
         top_p: sample only among the most likely tokens that hold this share of probability (0, 1].
         seed: seed of the random choices.
         num_samples: samples of the same prompt (images: tiles of one grid).
-        root: directory searched for 'last' and 'best'.
+        root: directory searched for 'last' and 'best'; a checkpoint from outside a run writes into a
+            new run directory here.
         output: also write the samples to this file name in the run's samples/ folder (images: the
             grid's name, default generate-seed<seed>.png).
         compile: compile the step with torch.compile first (faster per token; compiling takes seconds).
@@ -190,9 +194,11 @@ def generate(
     task = build_task(path, checkpoint, task_class)
     fmt = prompt_format(task, checkpoint)
     ids = read_prompt(prompt, prompt_file, fmt)
-    request = Request(task, fmt, ids, new_token_count(task, fmt, ids, max_new_tokens), run_directory_of_checkpoint(path))
+    count = new_token_count(task, fmt, ids, max_new_tokens)
+    writes = output is not None or isinstance(fmt, ByteFormat)
+    request = Request(task, fmt, ids, count, output_directory(path, root) if writes else None)
     note(f"checkpoint: {os.path.abspath(path)} ({task_class.__name__})")
-    if output or isinstance(fmt, ByteFormat):
+    if writes:
         note(f"run directory: {request.run_directory}")
     step = steps_for(task, compile, num_samples if isinstance(fmt, ByteFormat) else 1)
     generator = torch.Generator().manual_seed(seed)

@@ -124,6 +124,20 @@ def test_image_checkpoint_writes_a_png_grid_into_its_run(tmp_path, capsys):
     assert (grid.parent / "generate-seed1-1.png").read_bytes() == grid.read_bytes()  # same seed, same images
 
 
+def test_a_checkpoint_from_outside_a_run_writes_into_a_new_run_directory(tmp_path, capsys):
+    path, _, _ = text_run(tmp_path / "trained")
+    elsewhere = tmp_path / "sent" / "model.ckpt"
+    elsewhere.parent.mkdir()
+    for suffix in ("", ".sha256"):
+        elsewhere.with_name(elsewhere.name + suffix).write_bytes(path.with_name(path.name + suffix).read_bytes())
+    root = tmp_path / "work"
+    out, err = generate(["--ckpt_path", str(elsewhere), "--prompt", "the", "--max_new_tokens", "5",
+                         "--root", str(root), "--output", "s.txt"], capsys)
+    run = root / "lightning_logs" / "version_0"
+    assert f"run directory: {run}" in err and (run / "samples" / "s.txt").read_text() == out
+    assert not (elsewhere.parent / "samples").exists()
+
+
 @pytest.mark.parametrize("args, message", [
     (["--ckpt_path", "missing.ckpt", "--prompt", "the"], "checkpoint not found: missing.ckpt. --ckpt_path takes"),
     (["--prompt", ""], "the prompt '' is empty; give at least one token"),
