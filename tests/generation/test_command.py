@@ -183,3 +183,12 @@ def test_the_lintf_command_streams_to_stdout_and_reports_on_stderr(tmp_path):
                           cwd=tmp_path, check=True)
     assert done.stdout.startswith("the") and len(done.stdout) == len("the") + 12 + 1
     assert CLOSING.match(done.stderr.strip().splitlines()[-1]).groups() == ("3", "12")
+
+
+@pytest.mark.slow
+def test_compiled_step_writes_what_the_eager_step_writes(tmp_path, capsys):
+    path, _, _ = text_run(tmp_path)
+    options = ["--ckpt_path", str(path), "--prompt", "the word", "--max_new_tokens", "20", "--temperature", "0"]
+    eager, _ = generate(options, capsys)
+    compiled, err = generate([*options, "--compile"], capsys)
+    assert compiled == eager and any(line.startswith(("compiled the step in", "running the eager step")) for line in err)
