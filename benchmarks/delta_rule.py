@@ -5,7 +5,7 @@
 B=1, H=8, C=M (``--dims``), fp32. The delta rule (``lintf.ops.delta_rule``: q, k L2-normalised,
 beta = sigmoid of a normal draw, no decay) and GLA (``lintf.ops.gated_linear_attention``: log-gates
 log sigmoid(x)/16 with x normal, GLA's temperature) each run: compiled (the C++ op, where it is
-built for the op), pytorch (the chunked path: LINTF_EXTENSION=off), and, when ``fla`` is importable
+built), pytorch (the chunked path: LINTF_EXTENSION=off), and, when ``fla`` is importable
 (``pip install -e ".[bench]"``), FLA's own PyTorch references on the CPU: ``delta_rule_chunkwise``
 and ``delta_rule_recurrence`` (``fla.ops.delta_rule.naive``), ``naive_recurrent_gla``
 (``fla.ops.gla.naive``). The step-by-step references keep a state per position for autograd
@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from lintf.ops import causal_dot_product, cpu_vector_path, delta_rule, gated_linear_attention
 from lintf.ops.delta import compiled as delta_compiled
+from lintf.ops.gla import compiled as gla_compiled
 
 from benchmarks.causal_product import cpu_model
 from benchmarks.measure import (environment_variable, median_seconds, peak_extra_mb, positive_int,
@@ -73,9 +74,10 @@ def fla_references() -> dict[str, tuple[str, Op]]:
 
 def implementations() -> list[tuple[str, str, Op, str | None]]:
     """(op, name, function, LINTF_EXTENSION value) of everything measured."""
-    rows = [("delta rule", "compiled", lambda t: delta_rule(*t), None)] if delta_compiled.serves(CPU) else []
-    rows += [("delta rule", "pytorch", lambda t: delta_rule(*t), "off"),
-             ("gla", "pytorch", lambda t: gated_linear_attention(*t), "off")]
+    ops = [("delta rule", lambda t: delta_rule(*t), delta_compiled),
+           ("gla", lambda t: gated_linear_attention(*t), gla_compiled)]
+    rows = [(op, "compiled", fn, None) for op, fn, compiled in ops if compiled.serves(CPU)]
+    rows += [(op, "pytorch", fn, "off") for op, fn, _ in ops]
     rows += [(op, name, fn, None) for name, (op, fn) in fla_references().items()]
     return rows + [("causal product", "compiled", lambda t: causal_dot_product(*t[:3]), None)]
 

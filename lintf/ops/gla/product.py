@@ -9,8 +9,12 @@ For each position t, with S_0 = ``initial_state`` (zeros when absent):
 rows (key features) forgets at its own data-dependent rate. Accumulates in fp32 (fp64 for fp64
 inputs) with autocast's dtype in and out.
 
-``chunked.py`` is the pure-PyTorch path, ``reference.py`` the naive recurrence the tests compare
-against; the state is the delta rule's (``lintf.ops.delta.state``).
+On the CPU, when the compiled op is built (``compiled.serves``) and ``LINTF_EXTENSION`` is not
+``off``, ``lintf::gated_linear_attention`` runs it (``compiled.py``, kernels in ``csrc/gla/``): chunks
+of 32 whose in-chunk decays are running products of the gates, and a backward whose memory does not
+grow with N. Everything else (CUDA tensors, no compiler, double backward) takes the pure-PyTorch
+path (``chunked.py``). ``reference.py`` holds the naive recurrence the tests compare against; the
+state is the delta rule's (``lintf.ops.delta.state``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from torch import Tensor
 from lintf.ops.common.dtypes import accumulation_dtype
 from lintf.ops.delta.arguments import autocast_inputs, check_per_position, check_qkv, check_range, resolve_scale
 from lintf.ops.delta.state import check_matrix_state
+from lintf.ops.gla import compiled
 from lintf.ops.gla.chunked import gla_chunked
 
 OWNER = "gated linear attention"
@@ -66,5 +71,8 @@ def gated_linear_attention(
     factor = resolve_scale(OWNER, scale, q.shape[-1])
     acc = accumulation_dtype(v.dtype)
     with torch.autocast(q.device.type, enabled=False):
-        out, state = gla_chunked(q.to(acc), k.to(acc), v.to(acc), log_gate.to(acc), factor, initial_state)
+        if compiled.serves(q.device):
+            out, state = compiled.gated_linear_attention(q, k, v, log_gate.to(acc), factor, initial_state)
+        else:
+            out, state = gla_chunked(q.to(acc), k.to(acc), v.to(acc), log_gate.to(acc), factor, initial_state)
     return (out.to(v.dtype), state) if return_state else out.to(v.dtype)

@@ -1,0 +1,26 @@
+// One vector path of the CPU gated linear attention: sweeps.h compiled inside the path's target
+// region and exported as its Path table <path>_path() (../gla.h), the unit's only external symbol.
+// Instantiated by gla_{avx512,avx2,portable}.cpp, which define the path first
+// (common/cpu/target.h); it runs when the causal product runs the same path.
+#pragma once
+
+#include "common/cpu/target.h"
+#include "gla/gla.h"
+
+#if LINTF_PATH_COMPILED
+LINTF_PATH_BEGIN
+#include "gla/cpu/sweeps.h"
+LINTF_PATH_END
+
+namespace lintf::gla {
+const Path* LINTF_PATH_TABLE() {
+  static constexpr Path path{LINTF_PATH_NAME, LINTF_VECTOR_BYTES, kPasses<float, float>, kPasses<double, double>,
+                             kPasses<c10::Half, float>, kPasses<c10::BFloat16, float>};
+  return &path;
+}
+}  // namespace lintf::gla
+#else
+namespace lintf::gla {
+const Path* LINTF_PATH_TABLE() { return nullptr; }
+}  // namespace lintf::gla
+#endif
