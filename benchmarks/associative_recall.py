@@ -94,7 +94,8 @@ def plot(results: dict, settings: dict, path: Path) -> None:
     figure, axes = plt.subplots(1, len(lengths), figsize=(3.2 * len(lengths), 3.4), sharey=True, squeeze=False)
     for panel, length in zip(axes[0], lengths):
         for index, (name, by_cell) in enumerate(results.items()):
-            points = [(p, by_cell[f"{length}x{p}"]["accuracy"]) for p in settings["pairs"] if f"{length}x{p}" in by_cell]
+            points = [(p, by_cell[f"{length}x{p}"]["accuracy"]) for p in settings["pairs"]
+                      if f"{length}x{p}" in by_cell]
             panel.plot(*zip(*points), label=name, linewidth=1.2, markersize=5, **series_style(index))
         panel.set(title=f"N = {length}", xlabel="key-value pairs", xscale="log", ylim=(-0.02, 1.02))
         panel.set_xticks(settings["pairs"], [str(p) for p in settings["pairs"]])

@@ -44,7 +44,9 @@ class GLAAttention(MatrixMemoryAttention):
 
     self_attention_only = True
 
-    def __init__(self, head_dim: int, gate_rank: int = 16, temperature: float = 16.0, scale: float | None = None) -> None:
+    def __init__(
+        self, head_dim: int, gate_rank: int = 16, temperature: float = 16.0, scale: float | None = None
+    ) -> None:
         super().__init__(head_dim)
         if isinstance(gate_rank, bool) or not isinstance(gate_rank, int) or gate_rank < 1:
             raise ValueError(f"gla: gate_rank must be a positive int, got {gate_rank!r}")

@@ -1,4 +1,4 @@
-"""Multi-query associative recall (MQAR, Arora et al. 2023): after key-value pairs, recall the value of each queried key."""
+"""Multi-query associative recall (MQAR, Arora et al. 2023): recall the value paired with each queried key."""
 
 from __future__ import annotations
 
