@@ -33,6 +33,11 @@ class EncoderConfig:
         activation: feed-forward non-linearity.
         dropout: dropout probability, in [0, 1).
         norm: LayerNorm placement: "pre" (with a final LayerNorm) or "post".
+        reversible: couple attention and feed-forward as reversible residuals, ``Y1 = X1 + Attn(X2)``,
+            ``Y2 = X2 + FF(Y1)``, on two copies of the input, the output being the final LayerNorm of
+            ``(Y1 + Y2) / 2``. Training then recomputes each layer's activations in the backward from
+            the last layer's outputs instead of storing them, so its memory does not grow with depth
+            (for about one more forward pass of compute). Needs norm "pre".
     """
 
     d_model: int = 128
@@ -46,6 +51,7 @@ class EncoderConfig:
     activation: Literal["gelu", "relu", "silu"] = "gelu"
     dropout: float = 0.1
     norm: Literal["pre", "post"] = "pre"
+    reversible: bool = False
 
     def __post_init__(self) -> None:
         # Plain strings, so checkpoints holding this config load with torch.load(weights_only=True).
@@ -65,6 +71,10 @@ class EncoderConfig:
             raise ValueError(f"encoder: unknown activation {self.activation!r}; choose one of {', '.join(ACTIVATION_NAMES)}")
         if self.norm not in ("pre", "post"):
             raise ValueError(f"encoder: norm must be 'pre' or 'post', got {self.norm!r}")
+        if self.reversible and self.norm != "pre":
+            raise ValueError(f"encoder: reversible=true needs norm 'pre', got norm {self.norm!r}: a post-norm "
+                             "residual cannot be inverted (its LayerNorm discards the mean and scale of the sum); "
+                             "set norm: pre or reversible: false")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"encoder: dropout must be in [0, 1), got {self.dropout}")
         misplaced = [key for key in FEATURE_MAP_KEYS if key in (self.attention_kwargs or {})]

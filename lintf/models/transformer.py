@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Literal
 
 import torch
@@ -11,6 +12,7 @@ from torch import Tensor, nn
 from lintf.attention.base import Attention, State
 from lintf.models.attention_layer import MultiHeadAttention
 from lintf.models.encoder_config import EncoderConfig
+from lintf.models.reversible import ReversibleBlock, reversible_sequence
 from lintf.registry import ATTENTIONS, FEATURE_MAPS, accepted_arguments, build_attention
 
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU}  # keys: encoder_config.ACTIVATION_NAMES
@@ -41,8 +43,14 @@ def build_head_attention(
     return build_attention(name, head_dim=head_dim, **kwargs)
 
 
+Stream = Tensor | tuple[Tensor, Tensor]  # the residual stream: x, or the pair (X1, X2) when reversible
+
+
 class TransformerLayer(nn.Module):
     """Attention + feed-forward block with residuals and LayerNorm before ("pre") or after ("post").
+
+    A reversible layer takes and returns the pair (X1, X2) and couples its branches as
+    ``Y1 = X1 + attention_branch(X2)``, ``Y2 = X2 + feed_forward_branch(Y1)``.
 
     Args:
         d_model: model width.
@@ -51,7 +59,8 @@ class TransformerLayer(nn.Module):
         d_ff: feed-forward hidden size.
         activation: feed-forward non-linearity.
         dropout: dropout on the residual branches and inside the feed-forward.
-        norm: LayerNorm placement.
+        norm: LayerNorm placement ("pre" only when reversible).
+        reversible: couple the branches reversibly on the pair (X1, X2).
     """
 
     def __init__(
@@ -63,6 +72,7 @@ class TransformerLayer(nn.Module):
         activation: Literal["gelu", "relu", "silu"],
         dropout: float,
         norm: Literal["pre", "post"],
+        reversible: bool = False,
     ) -> None:
         super().__init__()
         self.attention = MultiHeadAttention(d_model, n_heads, attention)
@@ -72,32 +82,62 @@ class TransformerLayer(nn.Module):
         self.attention_norm, self.feed_forward_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
         self.norm = norm
+        self.reversible = reversible
 
     def _branch_input(self, x: Tensor, norm: nn.LayerNorm) -> Tensor:
         return norm(x) if self.norm == "pre" else x
 
     def _merge(self, x: Tensor, branch_out: Tensor, norm: nn.LayerNorm) -> Tensor:
         """The residual sum of a branch: x + branch before the norm ("pre"), normalised after ("post")."""
-        if self.norm == "pre":
-            return x + self.dropout(branch_out)
-        return norm(x + self.dropout(branch_out))
+        return x + branch_out if self.norm == "pre" else norm(x + branch_out)
 
-    def _feed_forward_block(self, x: Tensor) -> Tensor:
-        return self._merge(x, self.feed_forward(self._branch_input(x, self.feed_forward_norm)), self.feed_forward_norm)
-
-    def forward(
-        self, x: Tensor, causal: bool, key_padding_mask: Tensor | None = None, state: State | None = None,
-        return_state: bool = False,
+    def _attend(
+        self, x: Tensor, causal: bool, key_padding_mask: Tensor | None, state: State | None, return_state: bool
     ) -> tuple[Tensor, State | None]:
-        """x (B, N, d_model) -> (B, N, d_model) and the attention's state after x (None without ``return_state``)."""
         attended, state = self.attention(self._branch_input(x, self.attention_norm), causal, key_padding_mask, state,
                                          return_state)
-        return self._feed_forward_block(self._merge(x, attended, self.attention_norm)), state
+        return self.dropout(attended), state
 
-    def step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]:
-        """x_t (B, d_model) -> (B, d_model) for the next position; state is the attention's."""
+    def _attend_step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]:
         attended, state = self.attention.step(self._branch_input(x_t, self.attention_norm), state)
-        return self._feed_forward_block(self._merge(x_t, attended, self.attention_norm)), state
+        return self.dropout(attended), state
+
+    def attention_branch(self, x: Tensor, causal: bool, key_padding_mask: Tensor | None = None) -> Tensor:
+        """x (B, N, d_model) -> dropout(attention(norm(x))) (B, N, d_model); "post" norms after the residual sum."""
+        return self._attend(x, causal, key_padding_mask, None, False)[0]
+
+    def feed_forward_branch(self, x: Tensor) -> Tensor:
+        """x (..., d_model) -> dropout(feed_forward(norm(x))) (..., d_model); "post" norms after the residual sum."""
+        return self.dropout(self.feed_forward(self._branch_input(x, self.feed_forward_norm)))
+
+    def reversible_block(self, causal: bool, key_padding_mask: Tensor | None = None) -> ReversibleBlock:
+        """This layer's coupling of its two branches, for ``reversible_sequence``."""
+        attention = partial(self.attention_branch, causal=causal, key_padding_mask=key_padding_mask)
+        return ReversibleBlock(attention, self.feed_forward_branch, tuple(self.parameters()))
+
+    def _residuals(self, x: Stream, attend: Callable[[Tensor], tuple[Tensor, State | None]]) -> tuple[Stream, State | None]:
+        """Both residual branches on the stream x, the attention branch being ``attend`` (output, state)."""
+        if self.reversible:
+            x1, x2 = x
+            attended, state = attend(x2)
+            y1 = x1 + attended
+            return (y1, x2 + self.feed_forward_branch(y1)), state
+        attended, state = attend(x)
+        x = self._merge(x, attended, self.attention_norm)
+        return self._merge(x, self.feed_forward_branch(x), self.feed_forward_norm), state
+
+    def forward(
+        self, x: Stream, causal: bool, key_padding_mask: Tensor | None = None, state: State | None = None,
+        return_state: bool = False,
+    ) -> tuple[Stream, State | None]:
+        """x (B, N, d_model) -> (B, N, d_model) (a pair of them when reversible) and the attention's state
+        after x (None without ``return_state``)."""
+        return self._residuals(x, partial(self._attend, causal=causal, key_padding_mask=key_padding_mask, state=state,
+                                          return_state=return_state))
+
+    def step(self, x_t: Stream, state: State) -> tuple[Stream, State]:
+        """x_t (B, d_model) (a pair of them when reversible) -> the same for the next position; state is the attention's."""
+        return self._residuals(x_t, partial(self._attend_step, state=state))
 
 
 class TransformerEncoder(nn.Module):
@@ -127,6 +167,7 @@ class TransformerEncoder(nn.Module):
                 config.activation,
                 config.dropout,
                 config.norm,
+                config.reversible,
             )
             for _ in range(config.n_layers)
         )
@@ -150,11 +191,26 @@ class TransformerEncoder(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"TransformerEncoder: x must be (B, N, {self.d_model}), got {tuple(x.shape)}")
         self._check_layer_count("TransformerEncoder", state)
-        states = []
+        if self.config.reversible and state is None and not return_state:
+            blocks = [layer.reversible_block(causal, key_padding_mask) for layer in self.layers]
+            return self._output(reversible_sequence(blocks, x, x))  # activations recomputed in the backward
+        stream, states = self._input(x), []
         for index, layer in enumerate(self.layers):
-            x, layer_state = layer(x, causal, key_padding_mask, None if state is None else state[index], return_state)
+            stream, layer_state = layer(stream, causal, key_padding_mask, None if state is None else state[index],
+                                        return_state)
             states.append(layer_state)
-        return (self.final_norm(x), tuple(states)) if return_state else self.final_norm(x)
+        return (self._output(stream), tuple(states)) if return_state else self._output(stream)
+
+    def _input(self, x: Tensor) -> Stream:
+        """The residual stream the first layer takes: x, or the pair (x, x) when reversible."""
+        return (x, x) if self.config.reversible else x
+
+    def _output(self, stream: Stream) -> Tensor:
+        """The encoder's output from the last layer's stream: its final norm, of (Y1 + Y2) / 2 when reversible."""
+        if self.config.reversible:
+            y1, y2 = stream
+            return self.final_norm((y1 + y2) / 2)
+        return self.final_norm(stream)
 
     def _check_layer_count(self, owner: str, state: Sequence[State] | None) -> None:
         if state is not None and len(state) != len(self.layers):
@@ -185,8 +241,8 @@ class TransformerEncoder(nn.Module):
         if x_t.dim() != 2 or x_t.shape[-1] != self.d_model:
             raise ValueError(f"TransformerEncoder.step: x_t must be (B, {self.d_model}), got {tuple(x_t.shape)}")
         self._check_layer_count("TransformerEncoder.step", state)
-        states = []
+        stream, states = self._input(x_t), []
         for layer, layer_state in zip(self.layers, state):
-            x_t, layer_state = layer.step(x_t, layer_state)
+            stream, layer_state = layer.step(stream, layer_state)
             states.append(layer_state)
-        return self.final_norm(x_t), tuple(states)
+        return self._output(stream), tuple(states)
