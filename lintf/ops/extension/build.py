@@ -169,7 +169,7 @@ def jit_build_dir(with_cuda: bool) -> Path:
 
 
 def build(output: Path = DEFAULT_PREBUILT_DIR, cuda: bool | None = None) -> Path:
-    """Build the compiled causal-product op ahead of time, for a cluster or a read-only install.
+    """Build the compiled ops (the causal product and the others) ahead of time, for a cluster or a read-only install.
 
     Builds csrc/ into a directory (default lintf/ops/_prebuilt/) and records the torch version
     there; lintf loads it from that default, or from $LINTF_EXTENSION_DIR. On a CUDA cluster build
@@ -178,7 +178,7 @@ def build(output: Path = DEFAULT_PREBUILT_DIR, cuda: bool | None = None) -> Path
 
     Args:
         output: build directory.
-        cuda: include the CUDA kernel (--cuda) or build the CPU kernel only (--no-cuda); by default, include it
+        cuda: include the CUDA kernels (--cuda) or build the CPU kernels only (--no-cuda); by default, include them
             when a GPU and the CUDA toolkit are found.
 
     Returns:

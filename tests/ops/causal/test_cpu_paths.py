@@ -18,10 +18,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from lintf.ops import LinearAttentionState, causal_dot_product, causal_linear_attention, cpu_vector_path, cpu_vector_paths
-from lintf.ops.extension import build, load_library
+from lintf.ops import (LinearAttentionState, causal_dot_product, causal_linear_attention, cpu_vector_path,
+                       cpu_vector_paths)
 from lintf.ops.causal.chunked import causal_linear_attention_pytorch
-from lintf.ops.causal.reference import causal_dot_product_reference, causal_linear_attention_reference, final_state_reference
+from lintf.ops.causal.reference import (causal_dot_product_reference, causal_linear_attention_reference,
+                                        final_state_reference)
+from lintf.ops.extension import build, load_library
 
 pytestmark = pytest.mark.usefixtures("compiled_op")
 
