@@ -225,9 +225,11 @@ def test_only_the_vector_path_objects_use_wide_registers():
     def disassembly(name: str) -> str:
         return subprocess.run(["objdump", "-d", str(build / name)], capture_output=True, text=True, check=True).stdout
 
-    wide = {f"{op}_{path}.o": register for op in ("causal_product", "decayed_product")
-            for path, register in (("avx2", "%ymm"), ("avx512", "%zmm"))}
-    for name in sorted(p.name for p in build.glob("*.o") if p.name not in wide):
+    objects = sorted(p.name for p in build.glob("*.o"))  # every op's: <op>_avx2.o and <op>_avx512.o are its wide paths
+    wide = {name: "%zmm" if name.endswith("_avx512.o") else "%ymm" for name in objects
+            if name.endswith(("_avx2.o", "_avx512.o"))}
+    assert {"causal_product_avx2.o", "causal_product_avx512.o", "decayed_product_avx2.o"} <= set(wide), objects
+    for name in (name for name in objects if name not in wide):
         assert "%ymm" not in disassembly(name) and "%zmm" not in disassembly(name), name
     for name, register in wide.items():
         assert register in disassembly(name), name
