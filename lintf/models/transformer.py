@@ -115,7 +115,9 @@ class TransformerLayer(nn.Module):
         attention = partial(self.attention_branch, causal=causal, key_padding_mask=key_padding_mask)
         return ReversibleBlock(attention, self.feed_forward_branch, tuple(self.parameters()))
 
-    def _residuals(self, x: Stream, attend: Callable[[Tensor], tuple[Tensor, State | None]]) -> tuple[Stream, State | None]:
+    def _residuals(
+        self, x: Stream, attend: Callable[[Tensor], tuple[Tensor, State | None]]
+    ) -> tuple[Stream, State | None]:
         """Both residual branches on the stream x, the attention branch being ``attend`` (output, state)."""
         if self.reversible:
             x1, x2 = x
@@ -136,7 +138,10 @@ class TransformerLayer(nn.Module):
                                           return_state=return_state))
 
     def step(self, x_t: Stream, state: State) -> tuple[Stream, State]:
-        """x_t (B, d_model) (a pair of them when reversible) -> the same for the next position; state is the attention's."""
+        """x_t (B, d_model) (a pair of them when reversible) -> the same for the next position.
+
+        ``state`` is the attention's.
+        """
         return self._residuals(x_t, partial(self._attend_step, state=state))
 
 
