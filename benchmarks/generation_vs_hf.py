@@ -205,8 +205,9 @@ def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[str]:
         f"Random weights, d_model {args.d_model}, {args.layers} layers, {args.heads} heads, d_ff {4 * args.d_model}, "
         f"vocabulary {VOCAB}; {args.new_tokens} greedy tokens after each context, batch 1, fp32, {args.threads} "
         f"thread(s) on {platform.processor() or platform.machine()}; torch {torch.__version__}, transformers "
-        f"{transformers.__version__}. Peak: the process's resident memory while generating (weights, context, work). "
-        f"Load average of the machine before / after: {args.load_average[0]:.1f} / {args.load_average[1]:.1f}.",
+        f"{transformers.__version__}. Peak: the process's resident memory while generating (weights, context, work)."
+        + (f" Load average of the machine before / after: {args.load_average[0]:.1f} / {args.load_average[1]:.1f}."
+           if getattr(args, "load_average", None) else ""),
         "", *headline(rows, args), "",
         "| context | " + " | ".join(f"{SERIES[s]}: ms/token | tokens/s | peak MiB | context MiB" for s in series) + " |",
         "|---:|" + "---:|---:|---:|---:|" * len(series),
