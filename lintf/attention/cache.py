@@ -57,14 +57,14 @@ def append_position(state: KVCache, k_t: Tensor, v_t: Tensor) -> KVCache:
 
 
 def empty_kv_cache(batch_size: int, n_heads: int, head_dim: int, value_dim: int, device, dtype: torch.dtype) -> KVCache:
-    """A ``KVCache`` of no position, with room for a few."""
+    """A ``KVCache`` of no position, with space for a few."""
     return KVCache(empty_cache(batch_size, n_heads, head_dim, device=device, dtype=dtype),
                    empty_cache(batch_size, n_heads, value_dim, device=device, dtype=dtype),
                    empty_padding_cache(batch_size, device), 0)
 
 
 def empty_cache(batch_size: int, n_heads: int, *entry_shape: int, device, dtype: torch.dtype) -> Tensor:
-    """A cache with room for a few entries of shape ``entry_shape``: (B, H, capacity, *entry_shape)."""
+    """A cache with space for a few entries of shape ``entry_shape``: (B, H, capacity, *entry_shape)."""
     return torch.zeros(batch_size, n_heads, 16, *entry_shape, device=device, dtype=dtype)
 
 

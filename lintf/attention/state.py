@@ -26,7 +26,7 @@ class KVCache(NamedTuple):
     """Every past key and value of a sequence, with the padding flag of each key.
 
     Args:
-        keys: (B, H, capacity, D); positions ``length`` and after are unused room.
+        keys: (B, H, capacity, D); positions ``length`` and after are unused space.
         values: (B, H, capacity, M).
         padding: (B, 1, capacity) bool, True marks a key never to attend.
         length: the positions cached.

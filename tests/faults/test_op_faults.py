@@ -55,7 +55,7 @@ def test_a_killed_build_is_finished_by_the_next_process_and_loaded_by_the_one_af
 @needs_the_op
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="limits the address space with RLIMIT_AS")
 def test_a_full_output_cache_is_given_back_when_memory_runs_out():
-    """Under an address-space limit, the cached buffers are unmapped to make room; then OutOfMemoryError."""
+    """Under an address-space limit, the cached buffers are unmapped to make space; then OutOfMemoryError."""
     result = python("""
 import resource, torch
 from lintf.ops import causal_linear_attention, cpu_output_cache_stats
@@ -69,7 +69,7 @@ resource.setrlimit(resource.RLIMIT_AS, (size + (64 << 20), resource.RLIM_INFINIT
 out = causal_linear_attention(large, large, large)  # fits only once the cache is unmapped
 assert cpu_output_cache_stats()["cached_bytes"] == 0 and torch.isfinite(out[:, :, -8:]).all()
 try:
-    causal_linear_attention(large, large, large)  # the first output is alive: no room for a second
+    causal_linear_attention(large, large, large)  # the first output is alive: no space for a second
 except torch.OutOfMemoryError as error:
     print(error)
 """, LINTF_CPU_OUTPUT_CACHE_MB="4096")
