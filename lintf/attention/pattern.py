@@ -81,7 +81,7 @@ class PatternAttention(Attention):
     ) -> Tensor:
         """q (B, H, N, D) at positions start.. over keys k (B, H, S', D), v (B, H, S', M) -> (B, H, N, M).
 
-        Keys at positions n_keys and after are unused room of a cache; ``padding`` is (B, S') or None.
+        Keys at positions n_keys and after are unused space of a cache; ``padding`` is (B, S') or None.
         """
         batch, heads, n_queries, _ = q.shape
         by_heads: dict[tuple[int, int, int], list] = {}

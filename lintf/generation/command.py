@@ -71,11 +71,11 @@ def new_token_count(task: AutoregressiveTask, fmt: PromptFormat, prompt: list[in
     if max_new_tokens is not None and max_new_tokens < 1:
         raise CommandError(f"--max_new_tokens must be >= 1, got {max_new_tokens}")
     if isinstance(fmt, ByteFormat):
-        room = fmt.image_shape[0] * fmt.image_shape[1] * fmt.image_shape[2] - len(prompt)
-        if room < 1 or (max_new_tokens or 0) > room:
-            raise CommandError(f"an image holds {room + len(prompt)} bytes: a prompt of {len(prompt)} leaves room for "
-                               f"{max(room, 0)} new ones, got --max_new_tokens {max_new_tokens}")
-        return max_new_tokens or room
+        free_bytes = fmt.image_shape[0] * fmt.image_shape[1] * fmt.image_shape[2] - len(prompt)
+        if free_bytes < 1 or (max_new_tokens or 0) > free_bytes:
+            raise CommandError(f"an image holds {free_bytes + len(prompt)} bytes: a prompt of {len(prompt)} leaves "
+                               f"space for {max(free_bytes, 0)} new ones, got --max_new_tokens {max_new_tokens}")
+        return max_new_tokens or free_bytes
     count = max_new_tokens or (len(prompt) - 1 if isinstance(fmt, SymbolFormat) else DEFAULT_NEW_TOKENS)
     if task.hparams.get("positions", "learned") != "none" and len(prompt) + count - 1 > task.max_length:
         raise CommandError(
