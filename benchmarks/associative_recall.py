@@ -1,17 +1,19 @@
 """Which attention remembers: multi-query associative recall (MQAR, Arora et al. 2023 "Zoology") accuracy.
 
-For every sequence length N in ``--lengths`` and key-value count P in ``--pairs`` with 4 P <= N (the
-pairs, then every key asked for once), each attention trains the same small AssociativeRecallTask
-from the same seed for the same number of steps on fresh sequences, each batch ``--batch-tokens``
-tokens long (``batch-tokens / N`` sequences, so every step costs about the same at every N), then
-answers the queries of held-out sequences; the score is the share of values recalled. Writes under
-``--out``:
+For every sequence length N in ``--lengths``, each attention trains the same small
+AssociativeRecallTask from the same seed for the same number of steps on fresh sequences that mix
+every key-value count P in ``--pairs`` with 4 P <= N (the pairs, then every key asked for once) in
+equal shares, as Zoology trains on a mixture; each batch holds ``--batch-tokens`` tokens
+(``batch-tokens / N`` sequences, so a step costs about the same at every N). The model then answers
+the queries of held-out sequences of each P on its own; the score is the share of values recalled.
+Writes under ``--out``:
 
 * ``associative_recall.md``: accuracy per (N, P) and attention;
 * ``associative_recall.png``: accuracy against P, one panel per N;
-* ``associative_recall.json``: the settings and, per cell, accuracy, final training loss and wall time.
+* ``associative_recall.json``: the settings and, per (N, P), accuracy, and the final training loss and
+  training time of the model of that N.
 
-    python -m benchmarks.associative_recall                         # 8 attentions x 17 cells (~a day on 2 cores)
+    python -m benchmarks.associative_recall                         # 8 attentions x 4 lengths (hours on a CPU)
     python -m benchmarks.associative_recall --accelerator gpu       # the same on a GPU
     python -m benchmarks.associative_recall --attentions linear delta_net --lengths 128 --pairs 8 16
     python -m benchmarks.associative_recall --quick                 # a smoke run of a few seconds per cell
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import torch
 from lightning.pytorch import Callback, Trainer, seed_everything
+from torch.utils.data import ConcatDataset, DataLoader
 
 import lintf
 from lintf.data import AssociativeRecallData
@@ -55,17 +58,20 @@ def cells(lengths: list[int], pairs: list[int]) -> list[tuple[int, int]]:
     return [(length, count) for length in lengths for count in pairs if 4 * count <= length]
 
 
-def train_cell(attention: str, length: int, pairs: int, args: argparse.Namespace) -> dict:
-    """Train one attention on one (N, P) and return its test accuracy, final loss and wall time."""
+def train_length(attention: str, length: int, pairs: list[int], args: argparse.Namespace) -> dict[str, dict]:
+    """Train one attention at length N on a mixture of the pair counts; test accuracy, final loss, time per (N, P)."""
     seed_everything(args.seed, verbose=False)
     batch = max(1, args.batch_tokens // length)
-    data = AssociativeRecallData(n_pairs=pairs, max_length=length, n_keys=args.n_keys, n_values=args.n_values,
-                                 batch_size=batch, train_size=batch * args.steps,
-                                 test_size=args.test_size, seed=args.seed)
+    share = -(-batch * args.steps // len(pairs))  # training sequences per pair count, ceil
+    data = {count: AssociativeRecallData(n_pairs=count, max_length=length, n_keys=args.n_keys, n_values=args.n_values,
+                                         batch_size=batch, train_size=share, test_size=args.test_size, seed=args.seed)
+            for count in pairs}
+    mixture = DataLoader(ConcatDataset([split.split("train") for split in data.values()]), batch_size=batch,
+                         shuffle=True)
     encoder = EncoderConfig(d_model=args.d_model, n_layers=args.n_layers, n_heads=args.n_heads, dropout=0.0,
                             attention=attention)
     model = AssociativeRecallTask(
-        data.vocab_size, length, encoder, optimizer=partial(torch.optim.AdamW, lr=args.lr),
+        data[pairs[0]].vocab_size, length, encoder, optimizer=partial(torch.optim.AdamW, lr=args.lr),
         lr_scheduler=partial(torch.optim.lr_scheduler.OneCycleLR, max_lr=args.lr, total_steps=args.steps,
                              pct_start=0.1),
     )
@@ -74,11 +80,15 @@ def train_cell(attention: str, length: int, pairs: int, args: argparse.Namespace
              "accelerator": args.accelerator, "devices": 1}
     trainer = Trainer(max_steps=args.steps, enable_checkpointing=False, limit_val_batches=0, callbacks=[final], **quiet)
     start = time.perf_counter()
-    trainer.fit(model, data)
+    trainer.fit(model, train_dataloaders=mixture)
     wall = time.perf_counter() - start
-    accuracy = Trainer(**quiet).test(model, data.test_dataloader(), verbose=False)[0]["test/accuracy"]
-    print(f"{attention} N={length} P={pairs}: accuracy {accuracy:.3f}, loss {final.loss:.3f}, {wall:.0f} s", flush=True)
-    return {"accuracy": accuracy, "final_loss": final.loss, "wall_seconds": wall}
+    results = {}
+    for count, split in data.items():
+        accuracy = Trainer(**quiet).test(model, split.test_dataloader(), verbose=False)[0]["test/accuracy"]
+        print(f"{attention} N={length} P={count}: accuracy {accuracy:.3f}", flush=True)
+        results[f"{length}x{count}"] = {"accuracy": accuracy, "final_loss": final.loss, "train_seconds": wall}
+    print(f"{attention} N={length}: final training loss {final.loss:.3f}, {wall:.0f} s", flush=True)
+    return results
 
 
 def plot(results: dict, settings: dict, path: Path) -> None:
@@ -117,8 +127,9 @@ def write_results(results: dict, args: argparse.Namespace) -> None:
     lines = [
         "# Multi-query associative recall (MQAR)", "",
         f"`python -m benchmarks.associative_recall{' --quick' if args.quick else ''}` on {where(args.accelerator)}; "
-        f"{shown}. Share of queried values recalled on {args.test_size} held-out sequences after "
-        f"{args.steps} training steps (chance: 1/{args.n_values}).", "",
+        f"{shown}. Share of queried values recalled on {args.test_size} held-out sequences of each (N, P) by one "
+        f"model per attention and N, trained {args.steps} steps on a mixture of the P of its N "
+        f"(chance: 1/{args.n_values}).", "",
         f"| N | pairs | {' | '.join(names)} |", f"|---|---|{'---|' * len(names)}",
     ]
     for length, pairs in cells(args.lengths, args.pairs):
@@ -142,11 +153,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--attentions", nargs="+", default=ATTENTIONS_COMPARED, choices=causal)
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 256, 512], help="sequence lengths N")
     parser.add_argument("--pairs", type=int, nargs="+", default=[4, 8, 16, 32, 64], help="key-value pairs P")
-    parser.add_argument("--steps", type=int, default=2000, help="optimizer steps per cell")
+    parser.add_argument("--steps", type=int, default=4000, help="optimizer steps per attention and N")
     parser.add_argument("--batch-tokens", type=int, default=4096, help="tokens per training batch (sequences: / N)")
     parser.add_argument("--test-size", type=int, default=512, help="held-out sequences per cell")
-    parser.add_argument("--n-keys", type=int, default=128, help="key tokens (at least the largest P)")
-    parser.add_argument("--n-values", type=int, default=128, help="value tokens")
+    parser.add_argument("--n-keys", type=int, default=64, help="key tokens (at least the largest P)")
+    parser.add_argument("--n-values", type=int, default=64, help="value tokens")
     parser.add_argument("--d-model", type=int, default=64)
     parser.add_argument("--n-layers", type=int, default=2)
     parser.add_argument("--n-heads", type=int, default=2)
@@ -170,7 +181,10 @@ def main(argv: list[str] | None = None) -> None:
         saved = json.loads((Path(args.out) / "associative_recall.json").read_text())
         plot(saved["results"], saved["settings"], Path(args.out) / "associative_recall.png")
         return
-    results = {name: {f"{n}x{p}": train_cell(name, n, p, args) for n, p in cells(args.lengths, args.pairs)}
+    lengths = sorted({length for length, _ in cells(args.lengths, args.pairs)})
+    results = {name: {cell: result for length in lengths
+                      for cell, result in train_length(name, length, [p for n, p in cells([length], args.pairs)],
+                                                       args).items()}
                for name in args.attentions}
     write_results(results, args)
 

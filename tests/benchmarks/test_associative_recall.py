@@ -1,4 +1,4 @@
-"""benchmarks.associative_recall: the --quick smoke run writes its table, plot and JSON for every cell."""
+"""benchmarks.associative_recall: the --quick smoke run trains one model per N and writes every (N, P) cell."""
 
 import json
 
@@ -26,6 +26,7 @@ def test_quick_run_writes_results(tmp_path):
     for by_cell in saved["results"].values():
         assert set(by_cell) == {"32x2", "32x4"}
         assert all(0.0 <= cell["accuracy"] <= 1.0 for cell in by_cell.values())
+        assert len({cell["train_seconds"] for cell in by_cell.values()}) == 1  # one model per N, tested per P
     table = (tmp_path / "associative_recall.md").read_text()
     assert "| N | pairs | linear | delta_net |" in table and table.count("\n| 32 |") == 2
     assert (tmp_path / "associative_recall.png").stat().st_size > 0
