@@ -111,15 +111,22 @@ def check_extension_dir() -> None:
                 "wrote the op), or be unset")
 
 
+def check_cpu_backward() -> None:
+    """LINTF_CPU_BACKWARD: unset, or recompute, stored or auto (how the CPU ops' backward gets chunk states)."""
+    from lintf.ops.common.backward_mode import cpu_backward_mode
+
+    cpu_backward_mode()
+
+
 def check_environment() -> None:
     """Validate every LINTF_* variable the ops read; cheap (never builds or loads the compiled op).
 
     Checks ``LINTF_EXTENSION``, ``LINTF_CPU_PATH`` (also against this CPU's features on Linux x86-64),
-    ``LINTF_CPU_OUTPUT_CACHE_MB``, ``LINTF_CPU_ARCH`` (also with the C++ compiler, when one is found)
+    ``LINTF_CPU_OUTPUT_CACHE_MB``, ``LINTF_CPU_BACKWARD``, ``LINTF_CPU_ARCH`` (also with the C++ compiler, when one is found)
     and ``LINTF_EXTENSION_DIR``. Unset or empty variables mean their defaults.
 
     Raises:
         ValueError: naming the first invalid variable, its value and what is allowed.
     """
-    for check in (check_extension, check_cpu_path, check_output_cache_mb, check_cpu_arch, check_extension_dir):
+    for check in (check_extension, check_cpu_path, check_output_cache_mb, check_cpu_backward, check_cpu_arch, check_extension_dir):
         check()

@@ -1,0 +1,44 @@
+"""How the compiled CPU ops compute their backward: recompute chunk states, or keep them from the forward.
+
+``LINTF_CPU_BACKWARD`` chooses, read at every forward call:
+
+* ``recompute``: the forward keeps nothing; the backward sweeps recompute the prefix states (constant
+  memory in N);
+* ``stored``: the forward keeps the state at every chunk boundary and the backward starts from them;
+* ``auto`` (default, also when unset): ``stored`` when the chunk states take at most 1/8 of the bytes
+  of the inputs they come from, else ``recompute``.
+"""
+
+from __future__ import annotations
+
+import os
+
+BACKWARD_MODES = ("recompute", "stored", "auto")
+AUTO_STATE_SHARE = 1 / 8
+
+
+def cpu_backward_mode() -> str:
+    """``LINTF_CPU_BACKWARD``'s value, ``auto`` when unset or empty.
+
+    Raises:
+        ValueError: naming the value and the modes allowed.
+    """
+    value = os.environ.get("LINTF_CPU_BACKWARD") or "auto"
+    if value not in BACKWARD_MODES:
+        raise ValueError(f"LINTF_CPU_BACKWARD={value!r} is not valid: use one of {', '.join(BACKWARD_MODES)}, "
+                         "or unset it (auto: keep the forward's chunk states when they take at most 1/8 of the "
+                         "inputs' memory)")
+    return value
+
+
+def stores_chunk_states(state_bytes: int, input_bytes: int) -> bool:
+    """Whether a forward should keep its chunk states for the backward, under ``LINTF_CPU_BACKWARD``.
+
+    Args:
+        state_bytes: bytes the chunk states would take (every head, every chunk boundary).
+        input_bytes: bytes of the inputs those states summarise (q, k, v and any gates).
+    """
+    mode = cpu_backward_mode()
+    if mode == "auto":
+        return state_bytes <= AUTO_STATE_SHARE * input_bytes
+    return mode == "stored"
