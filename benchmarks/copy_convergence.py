@@ -10,6 +10,10 @@ schedule; only the attention differs (its registry defaults; Reformer with 1 and
 
     python -m benchmarks.copy_convergence                      # every causal attention (~1 h on one thread)
     python -m benchmarks.copy_convergence --variants softmax linear "linear (taylor)"
+    python -m benchmarks.copy_convergence --add --variants longformer bigbird   # new rows beside the saved ones
+
+``--add`` trains only the named variants and merges them into the saved results, which must come
+from the same settings (steps, batch, model, learning rate, seed); the saved variants keep their rows.
 """
 
 from __future__ import annotations
@@ -120,7 +124,7 @@ def write_results(results: dict, args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     plot(results, vars(args), out / "copy_convergence.png")
-    settings = ", ".join(f"{k}={v}" for k, v in vars(args).items() if k not in ("out", "replot"))
+    settings = ", ".join(f"{k}={v}" for k, v in vars(args).items() if k not in ("out", "replot", "add"))
     lines = [
         "# Copy-task convergence (paper Figure 2)", "",
         f"`python -m benchmarks.copy_convergence` on {torch.get_num_threads()} CPU threads; {settings}. Wall times "
@@ -132,7 +136,8 @@ def write_results(results: dict, args: argparse.Namespace) -> None:
         steps = r["steps_to_threshold"] if r["steps_to_threshold"] is not None else f"not within {args.steps}"
         lines.append(f"| {name} | {r['final_loss']:.3f} | {steps} | {r['accuracy']:.3f} | {r['wall_seconds']:.0f} |")
     (out / "copy_convergence.md").write_text("\n".join(lines) + "\n")
-    (out / "copy_convergence.json").write_text(json.dumps({"settings": vars(args), "results": results}))
+    saved_settings = {k: v for k, v in vars(args).items() if k != "add"}
+    (out / "copy_convergence.json").write_text(json.dumps({"settings": saved_settings, "results": results}))
     print("\n".join(lines))
 
 
@@ -149,6 +154,8 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=0.5, help="loss defining 'converged'")
     parser.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS, choices=list(VARIANTS))
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    parser.add_argument("--add", action="store_true", help="train only --variants and merge them into the saved "
+                        "results (same settings)")
     parser.add_argument("--replot", action="store_true", help="redraw the PNG from --out's copy_convergence.json, "
                         "without training")
     args = parser.parse_args()
@@ -156,7 +163,24 @@ def main() -> None:
         saved = json.loads((Path(args.out) / "copy_convergence.json").read_text())
         plot(saved["results"], saved["settings"], Path(args.out) / "copy_convergence.png")
         return
-    write_results({name: train(name, args) for name in args.variants}, args)
+    saved = saved_results(args) if args.add else {}
+    results = {**saved, **{name: train(name, args) for name in args.variants}}
+    args.variants = list(results)
+    write_results(results, args)
+
+
+def saved_results(args: argparse.Namespace) -> dict:
+    """The results saved under --out, refused when they were trained with other settings than these."""
+    path = Path(args.out) / "copy_convergence.json"
+    if not path.is_file():
+        raise SystemExit(f"--add merges into {path}, which does not exist: run without --add first")
+    saved = json.loads(path.read_text())
+    compared = [k for k in vars(args) if k not in ("variants", "out", "replot", "add")]
+    differing = [f"{k}: saved {saved['settings'].get(k)!r}, now {getattr(args, k)!r}" for k in compared
+                 if saved["settings"].get(k) != getattr(args, k)]
+    if differing:
+        raise SystemExit(f"--add needs the saved results' settings; these differ: {'; '.join(differing)}")
+    return saved["results"]
 
 
 if __name__ == "__main__":
