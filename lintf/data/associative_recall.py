@@ -12,27 +12,27 @@ sequence and each is queried at most once, so an answer never reveals a later on
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
 
-from lintf.data.splits import SplitDataModule
+from lintf.data.synthetic_sequences import Draw, SyntheticSequenceData
 
 BLANK = 0
 FIRST_KEY = 1
-SPLITS = ("train", "val", "test", "predict")
 
 
 def recall_sequence(
     n_keys: int, n_values: int, max_length: int, n_pairs: int, n_queries: int, seed: int
-) -> tuple[Tensor, Tensor]:
+) -> dict[str, Tensor]:
     """One MQAR sequence, fully determined by ``seed``.
 
     Token ids: 0 the blank, 1..n_keys the keys, n_keys + 1..n_keys + n_values the values.
 
     Returns:
-        tokens (max_length,) int64, and queries (max_length,) bool: True where a token is a queried key,
-        whose next token is the value to recall.
+        ``{"tokens": (max_length,) int64, "queries": (max_length,) bool}``: queries is True where a token
+        is a queried key, whose next token is the value to recall.
     """
     generator = torch.Generator().manual_seed(seed)
     keys = FIRST_KEY + torch.randperm(n_keys, generator=generator)[:n_pairs]  # (P,) distinct
@@ -46,32 +46,10 @@ def recall_sequence(
     tokens[positions], tokens[positions + 1] = keys[asked], values[asked]
     queries = torch.zeros(max_length, dtype=torch.bool)
     queries[positions] = True
-    return tokens, queries
+    return {"tokens": tokens, "queries": queries}
 
 
-class RecallSequences(Dataset):
-    """``size`` MQAR sequences; item i is ``{"tokens": (T,), "queries": (T,) bool}``, drawn from (seed, i).
-
-    Items are made on demand, so any size costs no memory and every epoch sees the same data.
-    """
-
-    def __init__(
-        self, size: int, n_keys: int, n_values: int, max_length: int, n_pairs: int, n_queries: int, seed: int
-    ) -> None:
-        self.size, self.seed = size, seed
-        self.shape = (n_keys, n_values, max_length, n_pairs, n_queries)
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, index: int) -> dict[str, Tensor]:
-        if not 0 <= index < self.size:
-            raise IndexError(f"index {index} out of range for {self.size} sequences")
-        tokens, queries = recall_sequence(*self.shape, seed=self.seed * 1_000_003 + index)
-        return {"tokens": tokens, "queries": queries}
-
-
-class AssociativeRecallData(SplitDataModule):
+class AssociativeRecallData(SyntheticSequenceData):
     """Seeded synthetic MQAR sequences: ``n_pairs`` key-value pairs, then queries of their keys.
 
     A model reads ``tokens[:-1]`` and predicts ``tokens[1:]``; only the values that follow queried
@@ -108,39 +86,21 @@ class AssociativeRecallData(SplitDataModule):
         seed: int = 0,
         num_workers: int = 0,
     ) -> None:
-        super().__init__()
         n_queries = n_pairs if n_queries is None else n_queries
         check_arguments(n_pairs, n_queries, max_length, n_keys, n_values)
-        for name, size in (("batch_size", batch_size), ("train_size", train_size), ("val_size", val_size),
-                           ("test_size", test_size), ("predict_size", predict_size)):
-            if size < 1:
-                raise ValueError(f"AssociativeRecallData: {name} must be >= 1, got {size}")
+        super().__init__(batch_size, train_size, val_size, test_size, predict_size, seed, num_workers)
         self.save_hyperparameters()
         self.n_pairs, self.n_queries, self.max_length = n_pairs, n_queries, max_length
         self.n_keys, self.n_values = n_keys, n_values
-        self.batch_size, self.seed, self.num_workers = batch_size, seed, num_workers
-        self.sizes = {"train": train_size, "val": val_size, "test": test_size, "predict": predict_size}
-        self.datasets: dict[str, RecallSequences] = {}
 
     @property
     def vocab_size(self) -> int:
         """The blank, the keys and the values; linked to the model's ``vocab_size``."""
         return FIRST_KEY + self.n_keys + self.n_values
 
-    def split(self, name: str) -> RecallSequences:
-        """The dataset of split ``name`` ("train", "val", "test" or "predict"), drawn on first use."""
-        if name not in self.datasets:
-            self.datasets[name] = RecallSequences(
-                self.sizes[name], self.n_keys, self.n_values, self.max_length, self.n_pairs, self.n_queries,
-                seed=self.seed * len(SPLITS) + SPLITS.index(name),
-            )
-        return self.datasets[name]
-
-    def loader(self, split: str) -> DataLoader:
-        return DataLoader(
-            self.split(split), batch_size=self.batch_size, shuffle=split == "train", num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
-        )
+    def draw(self) -> Draw:
+        """``recall_sequence`` with this data's vocabularies, length, pairs and queries."""
+        return partial(recall_sequence, self.n_keys, self.n_values, self.max_length, self.n_pairs, self.n_queries)
 
 
 def check_arguments(n_pairs: int, n_queries: int, max_length: int, n_keys: int, n_values: int) -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
 
-from lintf.data.splits import SplitDataModule
+from lintf.data.synthetic_sequences import Draw, SyntheticSequenceData
 
 PAD, SEP = 0, 1
 FIRST_SYMBOL = 2
@@ -14,11 +15,11 @@ FIRST_SYMBOL = 2
 
 def copy_sequence(
     n_symbols: int, max_length: int, min_copy_length: int, max_copy_length: int, seed: int
-) -> tuple[Tensor, Tensor]:
+) -> dict[str, Tensor]:
     """One sequence ``s SEP s PAD...`` of ``max_length`` tokens, fully determined by ``seed``.
 
     Returns:
-        tokens (max_length,) int64 and the length L of ``s`` as a 0-d int64 tensor.
+        ``{"tokens": (max_length,) int64, "length": the length L of s as a 0-d int64 tensor}``.
     """
     generator = torch.Generator().manual_seed(seed)
     length = torch.randint(min_copy_length, max_copy_length + 1, (), generator=generator)
@@ -27,32 +28,10 @@ def copy_sequence(
     tokens[:length] = symbols
     tokens[length] = SEP
     tokens[length + 1 : 2 * length + 1] = symbols
-    return tokens, length
+    return {"tokens": tokens, "length": length}
 
 
-class CopySequences(Dataset):
-    """``size`` copy sequences; item i is ``{"tokens": (T,), "length": ()}``, drawn from (seed, i).
-
-    Items are made on demand, so any size costs no memory and every epoch sees the same data.
-    """
-
-    def __init__(
-        self, size: int, n_symbols: int, max_length: int, min_copy_length: int, max_copy_length: int, seed: int
-    ) -> None:
-        self.size, self.seed = size, seed
-        self.shape = (n_symbols, max_length, min_copy_length, max_copy_length)
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, index: int) -> dict[str, Tensor]:
-        if not 0 <= index < self.size:
-            raise IndexError(f"index {index} out of range for {self.size} sequences")
-        tokens, length = copy_sequence(*self.shape, seed=self.seed * 1_000_003 + index)
-        return {"tokens": tokens, "length": length}
-
-
-class CopyData(SplitDataModule):
+class CopyData(SyntheticSequenceData):
     """Seeded synthetic sequences for the copy task: ``s_1..s_L SEP s_1..s_L PAD...``.
 
     Token ids: 0 is padding, 1 the separator, 2.. the symbols. A model reads ``tokens[:-1]`` and
@@ -86,7 +65,6 @@ class CopyData(SplitDataModule):
         seed: int = 0,
         num_workers: int = 0,
     ) -> None:
-        super().__init__()
         longest = (max_length - 1) // 2
         max_copy_length = longest if max_copy_length is None else max_copy_length
         if n_symbols < 1:
@@ -96,33 +74,16 @@ class CopyData(SplitDataModule):
                 f"CopyData: need 1 <= min_copy_length ({min_copy_length}) <= max_copy_length ({max_copy_length}) "
                 f"<= (max_length - 1) // 2 = {longest}, so that s SEP s fits in max_length={max_length}"
             )
-        for name, size in (("batch_size", batch_size), ("train_size", train_size), ("val_size", val_size)):
-            if size < 1:
-                raise ValueError(f"CopyData: {name} must be >= 1, got {size}")
+        super().__init__(batch_size, train_size, val_size, test_size, predict_size, seed, num_workers)
         self.save_hyperparameters()
         self.n_symbols, self.max_length = n_symbols, max_length
         self.min_copy_length, self.max_copy_length = min_copy_length, max_copy_length
-        self.batch_size, self.seed, self.num_workers = batch_size, seed, num_workers
-        self.sizes = {"train": train_size, "val": val_size, "test": test_size, "predict": predict_size}
-        self.datasets: dict[str, CopySequences] = {}
 
     @property
     def vocab_size(self) -> int:
         """Padding, separator and the symbols; linked to the model's ``vocab_size``."""
         return self.n_symbols + FIRST_SYMBOL
 
-    def split(self, name: str) -> CopySequences:
-        """The dataset of split ``name`` ("train", "val", "test" or "predict"), drawn on first use."""
-        if name not in self.datasets:
-            offset = list(self.sizes).index(name)
-            self.datasets[name] = CopySequences(
-                self.sizes[name], self.n_symbols, self.max_length, self.min_copy_length, self.max_copy_length,
-                seed=self.seed * 4 + offset,
-            )
-        return self.datasets[name]
-
-    def loader(self, split: str) -> DataLoader:
-        return DataLoader(
-            self.split(split), batch_size=self.batch_size, shuffle=split == "train", num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
-        )
+    def draw(self) -> Draw:
+        """``copy_sequence`` with this data's symbols and lengths."""
+        return partial(copy_sequence, self.n_symbols, self.max_length, self.min_copy_length, self.max_copy_length)

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch.nn.functional as F
 from torch import Tensor
-from torchmetrics.classification import MulticlassAccuracy
 
 from lintf.data.associative_recall import BLANK
-from lintf.tasks.autoregressive import AutoregressiveTask
+from lintf.tasks.masked_next_token import MaskedNextTokenTask
 
 
-class AssociativeRecallTask(AutoregressiveTask):
+class AssociativeRecallTask(MaskedNextTokenTask):
     """Cross-entropy and accuracy on the recalled values only; ``predict`` answers every query.
 
     Batches are ``{"tokens": (B, T), "queries": (B, T) bool}`` from ``lintf.data.AssociativeRecallData``;
@@ -23,33 +21,9 @@ class AssociativeRecallTask(AutoregressiveTask):
 
     prediction_metrics = ("accuracy", "exact_match")
 
-    def build_metrics(self) -> None:
-        self.val_accuracy = MulticlassAccuracy(self.hparams.vocab_size, average="micro")
-        self.test_accuracy = MulticlassAccuracy(self.hparams.vocab_size, average="micro")
-
-    def _scored(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-        """Logits (K, V) and targets (K,) at the K queried keys of ``batch``."""
-        tokens, queries = batch["tokens"], batch["queries"][:, :-1]
-        logits = self(tokens[:, :-1])  # (B, T-1, V)
-        return logits[queries], tokens[:, 1:][queries]
-
-    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        logits, targets = self._scored(batch)
-        loss = F.cross_entropy(logits.float(), targets)
-        self.log("train/loss", loss, prog_bar=True)
-        return loss
-
-    def _evaluate(self, batch: dict[str, Tensor], stage: str, accuracy: MulticlassAccuracy) -> None:
-        logits, targets = self._scored(batch)
-        accuracy(logits.argmax(-1), targets)
-        self.log(f"{stage}/loss", F.cross_entropy(logits.float(), targets), prog_bar=True, sync_dist=True)
-        self.log(f"{stage}/accuracy", accuracy, prog_bar=True)
-
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "val", self.val_accuracy)
-
-    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "test", self.test_accuracy)
+    def scored_mask(self, batch: dict[str, Tensor], width: int) -> Tensor:
+        """The queried keys, whose next token is the value to recall."""
+        return batch["queries"][:, :width]
 
     def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> list[dict[str, Any]]:
         """One row per sequence: its pairs, the keys asked, their values, the answers, accuracy and exact match.

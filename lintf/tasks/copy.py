@@ -5,13 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
-from torchmetrics.classification import MulticlassAccuracy
 
 from lintf.data.copy import FIRST_SYMBOL
 from lintf.generation.sampling import Sampling, complete
-from lintf.tasks.autoregressive import AutoregressiveTask
+from lintf.tasks.masked_next_token import MaskedNextTokenTask
 
 
 def copied_half(lengths: Tensor, width: int) -> Tensor:
@@ -28,7 +26,7 @@ def render(tokens: Tensor) -> str:
     return " ".join(str(int(t) - FIRST_SYMBOL) for t in tokens if t >= FIRST_SYMBOL)
 
 
-class CopyTask(AutoregressiveTask):
+class CopyTask(MaskedNextTokenTask):
     """Cross-entropy and token accuracy on the copied half; ``predict`` copies greedily as an RNN.
 
     Batches are ``{"tokens": (B, T), "length": (B,)}`` from ``lintf.data.CopyData``.
@@ -36,34 +34,9 @@ class CopyTask(AutoregressiveTask):
 
     prediction_metrics = ("exact_match", "token_accuracy")
 
-    def build_metrics(self) -> None:
-        self.val_accuracy = MulticlassAccuracy(self.hparams.vocab_size, average="micro")
-        self.test_accuracy = MulticlassAccuracy(self.hparams.vocab_size, average="micro")
-
-    def _scored(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-        """Logits (K, V) and targets (K,) of the copied-half positions of ``batch``."""
-        tokens, lengths = batch["tokens"], batch["length"]
-        logits = self(tokens[:, :-1])  # (B, T-1, V)
-        mask = copied_half(lengths, logits.shape[1])  # (B, T-1)
-        return logits[mask], tokens[:, 1:][mask]
-
-    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        logits, targets = self._scored(batch)
-        loss = F.cross_entropy(logits.float(), targets)
-        self.log("train/loss", loss, prog_bar=True)
-        return loss
-
-    def _evaluate(self, batch: dict[str, Tensor], stage: str, accuracy: MulticlassAccuracy) -> None:
-        logits, targets = self._scored(batch)
-        accuracy(logits.argmax(-1), targets)
-        self.log(f"{stage}/loss", F.cross_entropy(logits.float(), targets), prog_bar=True, sync_dist=True)
-        self.log(f"{stage}/accuracy", accuracy, prog_bar=True)
-
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "val", self.val_accuracy)
-
-    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "test", self.test_accuracy)
+    def scored_mask(self, batch: dict[str, Tensor], width: int) -> Tensor:
+        """The copied half of each sequence (``copied_half``)."""
+        return copied_half(batch["length"], width)
 
     def copy_greedily(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """Read ``s SEP`` in one parallel pass (``prefill``), then let the model write the copy with ``step``.

@@ -1,5 +1,7 @@
 """CopyData: layout of the sequences, determinism, links and argument checks."""
 
+import pickle
+
 import pytest
 import torch
 
@@ -37,6 +39,17 @@ def test_loader_batches():
     assert batch["tokens"].shape == (4, 32) and batch["length"].shape == (4,)
 
 
+def test_a_split_survives_pickling_for_worker_processes():
+    split = CopyData(max_length=32, seed=2).split("val")
+    copied = pickle.loads(pickle.dumps(split))
+    assert len(copied) == len(split)
+    for i in (0, 7):
+        assert torch.equal(copied[i]["tokens"], split[i]["tokens"])
+        assert torch.equal(copied[i]["length"], split[i]["length"])
+    with pytest.raises(IndexError, match="out of range"):
+        split[len(split)]
+
+
 @pytest.mark.parametrize(
     "kwargs, text",
     [
@@ -44,6 +57,8 @@ def test_loader_batches():
         ({"max_copy_length": 100}, "max_length=128"),
         ({"n_symbols": 0}, "n_symbols"),
         ({"batch_size": 0}, "batch_size"),
+        ({"test_size": 0}, "CopyData: test_size must be >= 1, got 0"),
+        ({"predict_size": 0}, "CopyData: predict_size must be >= 1, got 0"),
     ],
 )
 def test_bad_arguments(kwargs, text):

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import lintf
 from lintf.data import CopyData
@@ -34,6 +35,19 @@ def test_loss_ignores_the_prompt():
     changed = {**batch, "tokens": batch["tokens"].clone()}
     changed["tokens"][:, -1] = 5  # a padding target outside the copy
     torch.testing.assert_close(task._scored(changed)[0], logits)
+
+
+def test_loss_is_the_cross_entropy_of_the_copied_symbols():
+    torch.manual_seed(0)
+    task = tiny_task()
+    batch = next(iter(CopyData(max_length=24, batch_size=4).train_dataloader()))
+    tokens, lengths = batch["tokens"], batch["length"].tolist()
+    logits = task(tokens[:, :-1])
+    # the copy of s (length L) is tokens L + 1 .. 2L, predicted at positions L .. 2L - 1
+    scored = [(i, p) for i, length in enumerate(lengths) for p in range(length, 2 * length)]
+    expected = F.cross_entropy(torch.stack([logits[i, p] for i, p in scored]),
+                               torch.stack([tokens[i, p + 1] for i, p in scored]))
+    torch.testing.assert_close(task.training_step(batch, 0), expected)
 
 
 @pytest.mark.parametrize("name", [n for n in lintf.list_attentions() if ATTENTIONS.get(n).step_matches_forward])
