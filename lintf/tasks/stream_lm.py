@@ -78,11 +78,14 @@ class StreamLanguageModelTask(AutoregressiveTask):
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         tokens = batch["tokens"]  # (B, T + 1): inputs and next tokens
-        if batch["first"] or self.hparams.between_segments == "reset":
+        carry = self.hparams.between_segments == "carry"
+        if batch["first"] or not carry:
             self.stream_state = None
-        logits, state = self(tokens[:, :-1], state=self.stream_state, return_state=True)
+        # "reset" asks for no state, so softmax reads a segment with SDPA's causal kernel and keeps no KV cache
+        output = self(tokens[:, :-1], state=self.stream_state, return_state=carry)
+        logits, state = output if carry else (output, None)
         loss = F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten())
-        self.stream_state = detach_state(state) if self.hparams.between_segments == "carry" else None
+        self.stream_state = detach_state(state) if carry else None
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/bits_per_token", loss / math.log(2))
         return loss
