@@ -28,8 +28,10 @@ def test_generation_vs_hf_writes_table_json_and_plot(tmp_path):
     assert hf[1]["context_mb"] == pytest.approx(3 * hf[0]["context_mb"])  # GPT-2's cache grows with the context
     lintf = [r for r in rows if r["series"] == "lintf-eager"]
     assert lintf[0]["context_mb"] == lintf[1]["context_mb"] > 0  # lintf's state does not
+    assert all(0 < r["cpu_ms_per_token"] <= 1.5 * r["seconds"] * 1000 for r in lintf)  # a median of per-token times
     table = (tmp_path / "generation_vs_hf.md").read_text()
-    assert "slowest / fastest time per token over 16 to 48 tokens of context" in table and "| 48 | " in table
+    assert "slowest / fastest CPU time per token over 16 to 48 tokens of context" in table and "| 48 | " in table
+    assert table.count("CPU ms/token") == 1 + 1  # the method's sentence and lintf's column
     assert (tmp_path / "generation_vs_hf.png").stat().st_size > 0
 
 
