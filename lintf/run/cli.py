@@ -300,7 +300,7 @@ def main(args: list[str] | None = None) -> None:
     argv = sys.argv[1:] if args is None else args
     quiet_lightning_notices()
     try:
-        use_default_threads()  # before any work: fewer threads where other processes keep CPUs busy
+        use_default_threads(argv)  # before any work: fewer threads where other processes keep CPUs busy
         command = find_command(argv[0]) if argv[:1] else None
         if command is not None:
             return run_command(command, argv[1:])

@@ -4,8 +4,9 @@ PyTorch starts with one intra-op thread per core. OpenMP's threads wait for each
 of every parallel region, so when another process keeps one of those cores busy, the thread that
 shares it holds all of them back: on 2 CPUs with one kept busy, 2 threads trained the copy config
 several times slower than 1. ``use_default_threads`` runs once when the ``lintf`` command starts
-and lowers PyTorch's count to the CPUs this process may use (affinity, CPU quota), at most one per
-physical core, minus those other processes keep busy (sampled from /proc/stat for 0.1 s). It never
+and, for a command that computes (not ``--help``, ``lintf build`` or ``lintf checkpoint``), lowers
+PyTorch's count to the CPUs this process may use (affinity, CPU quota), at most one per physical
+core, minus those other processes keep busy (sampled from /proc/stat for 0.1 s). It never
 raises the count, and leaves it alone where the user chose one: ``LINTF_THREADS=N`` sets it,
 ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` (read by PyTorch itself) keep PyTorch's, and code that runs
 later (a plugin, Lightning's DDP, which divides the CPUs among its processes) may set its own.
@@ -17,6 +18,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -30,6 +32,10 @@ SAMPLE_SECONDS = 0.1
 SPARE = 0.25
 """A CPU counts as free when other processes leave at least 1 - SPARE of it idle (daemons, a terminal)."""
 CPU_DIR = Path("/sys/devices/system/cpu")
+IDLE_COMMANDS = frozenset({"build", "checkpoint"})
+"""lintf's own subcommands that run no model: their thread count does not matter."""
+PRINTING_OPTIONS = ("-h", "--help", "--print_config")
+"""Options after which a command prints and stops."""
 _notice: str | None = None
 
 
@@ -134,18 +140,34 @@ def requested_threads() -> int | None:
     return int(value)
 
 
-def use_default_threads() -> int:
-    """Set PyTorch's intra-op thread count for this run unless the user chose one, and return the count in use.
+def computes(argv: Sequence[str]) -> bool:
+    """Whether ``lintf <argv>`` may run a model: fit, validate, test, predict, generate or an extension's command.
 
-    LINTF_THREADS sets it; with OMP_NUM_THREADS or MKL_NUM_THREADS set, PyTorch's own count stays.
-    Otherwise the count is lowered (never raised) to ``default_threads(cpu_facts())``; when other
-    processes' load is the reason, ``say_thread_notice`` says so once the run starts.
+    False for ``lintf`` alone, ``build`` and ``checkpoint``, and a command line that asks only for
+    help or the configuration (``--help``, ``-h``, ``--print_config``).
+    """
+    if not argv or argv[0] in IDLE_COMMANDS:
+        return False
+    return not any(arg.split("=", 1)[0] in PRINTING_OPTIONS for arg in argv)
+
+
+def use_default_threads(argv: Sequence[str]) -> int:
+    """Set PyTorch's intra-op thread count for ``lintf <argv>`` unless the user chose one; return the count in use.
+
+    LINTF_THREADS sets it (and is refused here, on every command line, when it is not a count);
+    with OMP_NUM_THREADS or MKL_NUM_THREADS set, or for a command line that runs no model
+    (``computes``), PyTorch's own count stays. Otherwise the count is lowered (never raised) to
+    ``default_threads(cpu_facts())``; when other processes' load is the reason,
+    ``say_thread_notice`` says so once the run starts.
+
+    Args:
+        argv: the command line after ``lintf``.
     """
     requested = requested_threads()
     if requested is not None:
         torch.set_num_threads(requested)
         return requested
-    if any(os.environ.get(name) for name in PYTORCH_VARIABLES):
+    if not computes(argv) or any(os.environ.get(name) for name in PYTORCH_VARIABLES):
         return torch.get_num_threads()
     current, facts = torch.get_num_threads(), cpu_facts()
     chosen = min(current, default_threads(facts))

@@ -12,7 +12,7 @@ import torch
 
 from lintf.run import threads
 from lintf.run.errors import ConfigError
-from lintf.run.threads import CpuFacts, busy_cpus, cpu_quota, cpu_ticks, default_threads, physical_cores
+from lintf.run.threads import CpuFacts, busy_cpus, computes, cpu_quota, cpu_ticks, default_threads, physical_cores
 
 USER_VARIABLES = ("LINTF_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -104,7 +104,7 @@ def facts(monkeypatch, usable: int, cores: int, busy: float) -> None:
 def test_a_busy_core_lowers_the_count_and_says_why(monkeypatch, capsys):
     torch.set_num_threads(2)
     facts(monkeypatch, 2, 2, 1.0)
-    assert threads.use_default_threads() == 1 and torch.get_num_threads() == 1
+    assert threads.use_default_threads(["fit"]) == 1 and torch.get_num_threads() == 1
     assert capsys.readouterr().err == ""  # said where the run starts its work, not before --help or an error
     threads.say_thread_notice()
     assert "lintf: computing on 1 thread: other processes keep 1.0 of the 2 CPUs busy" in capsys.readouterr().err
@@ -113,14 +113,14 @@ def test_a_busy_core_lowers_the_count_and_says_why(monkeypatch, capsys):
 def test_an_idle_machine_keeps_one_thread_per_core_silently(monkeypatch, capsys):
     torch.set_num_threads(2)
     facts(monkeypatch, 2, 2, 0.0)
-    assert threads.use_default_threads() == 2 and torch.get_num_threads() == 2
+    assert threads.use_default_threads(["fit"]) == 2 and torch.get_num_threads() == 2
     assert capsys.readouterr().err == ""
 
 
 def test_the_count_is_never_raised(monkeypatch):
     torch.set_num_threads(1)
     facts(monkeypatch, 4, 4, 0.0)
-    assert threads.use_default_threads() == 1 and torch.get_num_threads() == 1
+    assert threads.use_default_threads(["fit"]) == 1 and torch.get_num_threads() == 1
 
 
 @pytest.mark.parametrize("variable", ["OMP_NUM_THREADS", "MKL_NUM_THREADS"])
@@ -128,7 +128,7 @@ def test_pytorch_variables_keep_pytorch_count(monkeypatch, variable):
     torch.set_num_threads(2)
     monkeypatch.setenv(variable, "2")
     facts(monkeypatch, 2, 2, 1.0)
-    assert threads.use_default_threads() == 2 and torch.get_num_threads() == 2
+    assert threads.use_default_threads(["fit"]) == 2 and torch.get_num_threads() == 2
 
 
 def test_lintf_threads_sets_the_count(monkeypatch):
@@ -136,14 +136,47 @@ def test_lintf_threads_sets_the_count(monkeypatch):
     monkeypatch.setenv("LINTF_THREADS", "2")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     facts(monkeypatch, 2, 2, 1.0)
-    assert threads.use_default_threads() == 2 and torch.get_num_threads() == 2
+    assert threads.use_default_threads(["fit"]) == 2 and torch.get_num_threads() == 2
 
 
+@pytest.mark.parametrize("argv, expected", [
+    (["fit", "--config", "configs/copy.yaml"], True),
+    (["validate", "-c", "c.yaml"], True),
+    (["test", "-c", "c.yaml"], True),
+    (["predict", "-c", "c.yaml"], True),
+    (["generate", "--ckpt-path", "last"], True),
+    (["asr", "vtln"], True),    # an extension's command may train
+    (["-c", "c.yaml"], True),    # the subcommand may come from the config file
+    ([], False),
+    (["--help"], False),
+    (["fit", "--help"], False),
+    (["fit", "-c", "c.yaml", "-h"], False),
+    (["fit", "-c", "c.yaml", "--print_config"], False),
+    (["fit", "-c", "c.yaml", "--print_config=skip_null"], False),
+    (["generate", "--help"], False),
+    (["build"], False),
+    (["checkpoint", "upgrade", "old.ckpt"], False),
+])
+def test_computes(argv, expected):
+    assert computes(argv) is expected
+
+
+@pytest.mark.parametrize("argv", [[], ["--help"], ["fit", "--help"], ["build"], ["checkpoint", "upgrade", "a.ckpt"]])
+def test_a_command_line_that_runs_no_model_samples_nothing(monkeypatch, argv):
+    def sample() -> CpuFacts:
+        raise AssertionError("sampled the CPUs for a command that runs no model")
+
+    torch.set_num_threads(2)
+    monkeypatch.setattr(threads, "cpu_facts", sample)
+    assert threads.use_default_threads(argv) == 2 and torch.get_num_threads() == 2
+
+
+@pytest.mark.parametrize("argv", [["fit"], ["--help"], ["build"]])
 @pytest.mark.parametrize("value", ["0", "two", "-1", "1.5"])
-def test_a_bad_lintf_threads_is_refused(monkeypatch, value):
+def test_a_bad_lintf_threads_is_refused(monkeypatch, value, argv):
     monkeypatch.setenv("LINTF_THREADS", value)
     with pytest.raises(ConfigError, match=f"LINTF_THREADS={value!r} is not valid: give a whole number"):
-        threads.use_default_threads()
+        threads.use_default_threads(argv)
 
 
 def test_the_lintf_command_refuses_a_bad_lintf_threads(tmp_path):
