@@ -48,7 +48,7 @@ class CopyData(SyntheticSequenceData):
         test_size: test sequences.
         predict_size: sequences to copy with ``lintf predict``.
         seed: seed of the data; independent of the model's ``seed_everything``.
-        num_workers: DataLoader worker processes (the data is in memory, 0 is usually fastest).
+        num_workers: DataLoader worker processes (each sequence is drawn when read; 0 is usually fastest).
     """
 
     def __init__(

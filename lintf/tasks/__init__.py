@@ -10,7 +10,7 @@ from lintf.tasks.autoregressive import AutoregressiveTask
 from lintf.tasks.base import TransformerTask
 from lintf.tasks.copy import CopyTask
 from lintf.tasks.image_generation import ImageGenerationTask
-from lintf.tasks.masked_next_token import MaskedNextTokenTask
+from lintf.tasks.masked_next_token import MaskedNextTokenSteps
 from lintf.tasks.stream_lm import StreamLanguageModelTask
 
 __all__ = [
@@ -18,7 +18,7 @@ __all__ = [
     "AutoregressiveTask",
     "CopyTask",
     "ImageGenerationTask",
-    "MaskedNextTokenTask",
+    "MaskedNextTokenSteps",
     "StreamLanguageModelTask",
     "TransformerTask",
 ]

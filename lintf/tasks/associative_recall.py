@@ -7,10 +7,11 @@ from typing import Any
 from torch import Tensor
 
 from lintf.data.associative_recall import BLANK
-from lintf.tasks.masked_next_token import MaskedNextTokenTask
+from lintf.tasks.autoregressive import AutoregressiveTask
+from lintf.tasks.masked_next_token import MaskedNextTokenSteps
 
 
-class AssociativeRecallTask(MaskedNextTokenTask):
+class AssociativeRecallTask(MaskedNextTokenSteps, AutoregressiveTask):
     """Cross-entropy and accuracy on the recalled values only; ``predict`` answers every query.
 
     Batches are ``{"tokens": (B, T), "queries": (B, T) bool}`` from ``lintf.data.AssociativeRecallData``;

@@ -9,7 +9,8 @@ from torch import Tensor
 
 from lintf.data.copy import FIRST_SYMBOL
 from lintf.generation.sampling import Sampling, complete
-from lintf.tasks.masked_next_token import MaskedNextTokenTask
+from lintf.tasks.autoregressive import AutoregressiveTask
+from lintf.tasks.masked_next_token import MaskedNextTokenSteps
 
 
 def copied_half(lengths: Tensor, width: int) -> Tensor:
@@ -26,7 +27,7 @@ def render(tokens: Tensor) -> str:
     return " ".join(str(int(t) - FIRST_SYMBOL) for t in tokens if t >= FIRST_SYMBOL)
 
 
-class CopyTask(MaskedNextTokenTask):
+class CopyTask(MaskedNextTokenSteps, AutoregressiveTask):
     """Cross-entropy and token accuracy on the copied half; ``predict`` copies greedily as an RNN.
 
     Batches are ``{"tokens": (B, T), "length": (B,)}`` from ``lintf.data.CopyData``.

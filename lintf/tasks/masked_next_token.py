@@ -1,4 +1,4 @@
-"""Causal token tasks scored on some next-token targets only (the copied half, the recalled values)."""
+"""The steps of causal token tasks scored on some next-token targets only (the copied half, the recalled values)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import torch.nn.functional as F
 from torch import Tensor
 from torchmetrics.classification import MulticlassAccuracy
 
-from lintf.tasks.autoregressive import AutoregressiveTask
 
+class MaskedNextTokenSteps:
+    """Training, validation and test steps: cross-entropy and accuracy of the next tokens ``scored_mask`` selects.
 
-class MaskedNextTokenTask(AutoregressiveTask):
-    """Cross-entropy and accuracy of the next-token predictions that ``scored_mask`` selects.
-
-    The model reads ``batch["tokens"][:, :-1]`` and predicts ``tokens[:, 1:]``; subclasses say in
-    ``scored_mask`` which of those targets count. Logs ``{train,val,test}/loss`` and
-    ``{val,test}/accuracy`` (micro-averaged over the scored targets).
+    Mixed in before ``AutoregressiveTask`` (``class CopyTask(MaskedNextTokenSteps, AutoregressiveTask)``),
+    so it is no task of its own (``lintf generate`` lists only tasks). The model reads
+    ``batch["tokens"][:, :-1]`` and predicts ``tokens[:, 1:]``; the task says in ``scored_mask``
+    which of those targets count. Logs ``{train,val,test}/loss`` and ``{val,test}/accuracy``
+    (micro-averaged over the scored targets).
     """
 
     def build_metrics(self) -> None:
