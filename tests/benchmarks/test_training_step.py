@@ -35,7 +35,8 @@ def test_quick_run_writes_table_and_json(tmp_path):
 
 def row(attention: str, length: int, plain: float, lightning: float) -> dict:
     return {"d_model": 256, "length": length, "dtype": "fp32", "threads": 1, "attention": attention,
-            "plain": {"step_seconds": plain}, "lightning": {"step_seconds": lightning}, "overhead": lightning / plain - 1}
+            "plain": {"step_seconds": plain}, "lightning": {"step_seconds": lightning},
+            "overhead": lightning / plain - 1}
 
 
 def test_headline_gives_each_target_as_met_or_missed_with_its_ratio():
