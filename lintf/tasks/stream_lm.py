@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
-from lintf.attention.base import State
+from lintf.attention.base import Attention, State
 from lintf.data.tokenizers import TOKENIZER_KEY, tokenizer_from_checkpoint
 from lintf.metrics import BitsPerDim
 from lintf.models.encoder_config import EncoderConfig
@@ -71,6 +71,13 @@ class StreamLanguageModelTask(AutoregressiveTask):
         if between_segments not in ("carry", "reset"):
             raise ValueError(f"between_segments must be 'carry' or 'reset', got {between_segments!r}")
         super().__init__(vocab_size, max_length, encoder, positions, None, optimizer, lr_scheduler)
+        caching = sorted({type(m).__name__ for m in self.modules() if isinstance(m, Attention) and m.cache_entries})
+        if between_segments == "carry" and caching:
+            raise ValueError(
+                f"between_segments='carry' needs a state of fixed size, but attention {encoder.attention!r} "
+                f"({', '.join(caching)}) keeps a cache of past keys and values that would grow with every segment "
+                "of a stream until memory runs out; use --model.between_segments reset, or an attention with a "
+                "recurrent state (linear, gated_linear, retention, gla, delta_net, ...)")
         self.stream_state: tuple[State, ...] | None = None
 
     def build_metrics(self) -> None:

@@ -77,3 +77,14 @@ def test_config_trains_and_tests_on_a_text_file(tmp_path, monkeypatch):
     assert tokenizer.vocab_size == len(set(text.read_text())) == fitted.model.hparams.vocab_size
     tested = run(["test", *config, "--ckpt_path", "last"])
     assert 0 < float(tested.trainer.callback_metrics["test/bits_per_char"]) < 8
+
+
+@pytest.mark.parametrize("attention", ["softmax", "topk"])
+def test_carry_refuses_an_attention_whose_cache_grows_with_every_segment(attention):
+    encoder = EncoderConfig(d_model=8, n_layers=1, n_heads=2, attention=attention, dropout=0.0)
+    with pytest.raises(ValueError, match=rf"attention '{attention}'.*grow with every segment.*between_segments reset"):
+        StreamLanguageModelTask(vocab_size=11, max_length=16, encoder=encoder, between_segments="carry")
+    StreamLanguageModelTask(vocab_size=11, max_length=16, encoder=encoder, between_segments="reset")
+    for fixed_size in ("linear", "local"):
+        StreamLanguageModelTask(vocab_size=11, max_length=16, between_segments="carry",
+                                encoder=EncoderConfig(d_model=8, n_layers=1, n_heads=2, attention=fixed_size))
