@@ -21,38 +21,22 @@
 // free variables gives this).
 #pragma once
 
-#include "common/cpu/path.h"
-
-#include <cstdint>
+#include "common/cpu/state_args.h"
 
 namespace lintf::gla {
 
 using cpu::Dims;
 
-// Raw pointers of one call, all tensors contiguous; per head: q, k, gates, dq, dk, d_log_gate (n, c),
-// v, out, grad, dv (n, m), states (c, m).
+// Raw pointers of one call beyond the common ones (common/cpu/state_args.h); per head: gates and
+// d_log_gate (n, c).
 template <typename scalar_t, typename T>
-struct Args {
-  const scalar_t *q, *k, *v;
-  const T* gates;                  // exp(log_gate)
+struct Args : cpu::StateArgs<scalar_t, T> {
+  const T* gates = nullptr;  // exp(log_gate)
   T scale = 1;
-  const T* state0 = nullptr;       // initial state; null: zeros
-  scalar_t* out = nullptr;         // forward
-  T* state_out = nullptr;          // forward: final state; backward: the initial state's gradient
-  const scalar_t* grad = nullptr;  // backward: gradient of out
-  const T* grad_state = nullptr;   // backward: gradient of the final state; null: zeros
-  scalar_t *dq = nullptr, *dk = nullptr, *dv = nullptr;
   T* d_log_gate = nullptr;
 };
 
-// The per-head passes of one vector path and input dtype.
-template <typename scalar_t, typename T>
-struct Passes {
-  void (*forward)(const Dims&, const Args<scalar_t, T>&, int64_t head);
-  void (*backward)(const Dims&, const Args<scalar_t, T>&, int64_t head);
-};
-
-using Path = cpu::PathTable<Passes>;
+using Path = cpu::HeadPath<Args>;
 
 // Null when not compiled into this build (the x86-64 paths elsewhere).
 const Path* avx512_path();

@@ -1,4 +1,4 @@
-// Per-head passes of the CPU delta rule (the Passes of one vector path; semantics, chunked form and
+// Per-head passes of the CPU delta rule (the HeadPasses of one vector path; semantics, chunked form and
 // the backward's memory in ../delta_rule.h, the shared chunk steps in chunk.h). Included once by each
 // delta_rule_<path>.cpp inside its target region (vector_path.h). Internal linkage throughout.
 //
@@ -163,7 +163,7 @@ void backward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
 }
 
 template <typename scalar_t, typename T>
-constexpr Passes<scalar_t, T> kPasses{&forward_head<scalar_t, T>, &backward_head<scalar_t, T>};
+constexpr cpu::HeadPasses<Args, scalar_t, T> kPasses{&forward_head<scalar_t, T>, &backward_head<scalar_t, T>};
 
 }  // namespace
 }  // namespace lintf::delta

@@ -1,4 +1,4 @@
-// Per-head passes of the CPU gated linear attention (the Passes of one vector path; semantics and the
+// Per-head passes of the CPU gated linear attention (the HeadPasses of one vector path; semantics and the
 // chunked form in ../gla.h). Included once by each gla_<path>.cpp inside its target region
 // (vector_path.h). The chunk-wide products (with the states, and scores times values) are tile::gemm
 // calls on packed kChunk-row tiles; the in-chunk decays are running products over pairs of positions,
@@ -231,7 +231,7 @@ void backward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
 }
 
 template <typename scalar_t, typename T>
-constexpr Passes<scalar_t, T> kPasses{&forward_head<scalar_t, T>, &backward_head<scalar_t, T>};
+constexpr cpu::HeadPasses<Args, scalar_t, T> kPasses{&forward_head<scalar_t, T>, &backward_head<scalar_t, T>};
 
 }  // namespace
 }  // namespace lintf::gla

@@ -22,29 +22,17 @@ import torch
 from torch import Tensor
 
 from lintf.ops import extension
-from lintf.ops.common.dtypes import accumulation_dtype
-from lintf.ops.common.recorded_gradients import not_differentiable, recorded_gradients
-from lintf.ops.extension.environment import extension_disabled
+from lintf.ops.common import compiled_op
+from lintf.ops.common.compiled_op import fake_state
+from lintf.ops.common.recorded_gradients import recorded_gradients
 from lintf.ops.gla.chunked import gla_chunked
 
-_OP = "lintf::gated_linear_attention"
-_BACKWARD_OP = "lintf::gated_linear_attention_backward"
-_AUTOCAST_KEYS = {"cpu": "AutocastCPU", "cuda": "AutocastCUDA"}
-_registered = False
-_KEEP_ALIVE: list[torch.library.Library] = []
+_NAME = "gated_linear_attention"
 
 
 def serves(device: torch.device) -> bool:
     """Whether the compiled op runs tensors on device: CPU tensors, the library loaded and LINTF_EXTENSION not off."""
-    if device.type != "cpu" or extension_disabled():
-        return False
-    return _cpu_kernel_loaded()
-
-
-@torch.compiler.assume_constant_result
-def _cpu_kernel_loaded() -> bool:
-    """Whether the library is loaded and defines the op (an older ahead-of-time build may not)."""
-    return extension.serves("cpu") and hasattr(torch.ops.lintf, "gated_linear_attention")
+    return compiled_op.serves(_NAME, device)
 
 
 def gated_linear_attention(
@@ -54,15 +42,10 @@ def gated_linear_attention(
     return torch.ops.lintf.gated_linear_attention(q, k, v, log_gate, scale, initial_state)
 
 
-def _state_like(q: Tensor, v: Tensor) -> Tensor:
-    batch, heads, _, features = q.shape
-    return q.new_empty(batch, heads, features, v.shape[-1], dtype=accumulation_dtype(v.dtype))  # (B, H, C, M)
-
-
 def _fake_forward(
     q: Tensor, k: Tensor, v: Tensor, log_gate: Tensor, scale: float, initial_state: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
-    return v.new_empty(v.shape), _state_like(q, v)
+    return v.new_empty(v.shape), fake_state(q, v)
 
 
 def _fake_backward(
@@ -70,7 +53,7 @@ def _fake_backward(
     initial_state: Tensor | None = None, grad_state: Tensor | None = None,
 ) -> tuple[Tensor, ...]:
     gradients = (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), log_gate.new_empty(log_gate.shape))
-    return (*gradients, _state_like(q, v))
+    return (*gradients, fake_state(q, v))
 
 
 def _setup_context(ctx, inputs: tuple, output: tuple[Tensor, Tensor]) -> None:  # noqa: ANN001 (torch ctx)
@@ -102,39 +85,9 @@ def _recorded_backward(ctx, grad_out: Tensor | None, grad_state: Tensor | None) 
     return recorded_gradients(outputs, incoming, inputs, ctx.needs_input_grad)
 
 
-def _autocast_kernel(device_type: str):  # noqa: ANN202 (dispatcher kernel)
-    """Run in the autocast dtype (fp32 accumulation is inside the kernel); fp64, gates and states stay.
-
-    ``torch.library.register_autocast`` would cast the fp32 state too. Autocast turned off inside the
-    kernel excludes the device's autocast dispatch key, so the call below reaches the kernels.
-    """
-
-    def kernel(
-        q: Tensor, k: Tensor, v: Tensor, log_gate: Tensor, scale: float, initial_state: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
-        dtype = torch.get_autocast_dtype(device_type)
-        if torch.float64 not in (q.dtype, k.dtype, v.dtype):
-            q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
-        with torch.autocast(device_type, enabled=False):
-            return torch.ops.lintf.gated_linear_attention(q, k, v, log_gate, scale, initial_state)
-
-    return kernel
-
-
 def register_python_parts() -> None:
     """Register the fake, autograd and autocast rules of the loaded op, if the library defines it (idempotent)."""
-    global _registered
-    if _registered or not hasattr(torch.ops.lintf, "gated_linear_attention"):
-        return
-    torch.library.register_fake(_OP, _fake_forward)
-    torch.library.register_fake(_BACKWARD_OP, _fake_backward)
-    torch.library.register_autograd(_OP, _backward, setup_context=_setup_context)
-    torch.library.register_autograd(_BACKWARD_OP, not_differentiable(_BACKWARD_OP, _OP))
-    library = torch.library.Library("lintf", "IMPL")
-    for device_type, key in _AUTOCAST_KEYS.items():
-        library.impl("gated_linear_attention", _autocast_kernel(device_type), key)
-    _KEEP_ALIVE.append(library)
-    _registered = True
+    compiled_op.register_rules(_NAME, _fake_forward, _fake_backward, _backward, _setup_context, autocast=True)
 
 
 extension.on_load(register_python_parts)
