@@ -104,3 +104,17 @@ def test_autocast_off_inside_an_autocast_kernel_reaches_the_device_kernel(probe_
     torch.ops.lintf_contract.probe(x, state)
     assert probe_op == [("CPU", torch.float32, torch.float32, False)], "the autocast kernel ran without autocast"
     probe_op.clear()
+
+
+def test_register_fake_takes_the_frame_it_attributes_the_registration_to():
+    """lintf.ops.common.compiled_op.register_rules: the fake kernels it registers count as the op's own module's.
+
+    torch accepts a fake kernel only from the module the op's schema names (``set_python_module``);
+    ``register_rules`` registers them for that module's caller with ``_stacklevel=2``."""
+    import inspect
+
+    parameters = inspect.signature(torch.library.register_fake).parameters
+    assert "_stacklevel" in parameters, (
+        "torch.library.register_fake lost its _stacklevel argument; lintf.ops.common.compiled_op.register_rules "
+        "must register each op's fake kernels from the op's own compiled.py module instead"
+    )
