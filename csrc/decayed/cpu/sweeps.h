@@ -1,8 +1,7 @@
-// Per-head passes of the CPU decayed causal product (the Passes of one vector path, see
-// ../decayed_product.h for the semantics and the chunked form). Included once by each
-// decayed_product_<path>.cpp inside its target region (vector_path.h); every product is a
-// tile::gemm on packed, zero-padded kChunk-row tiles (common/cpu/pack.h). Internal linkage
-// throughout.
+// Chunk sweeps of the CPU decayed causal product (see ../decayed_product.h for the semantics and
+// the chunked form; passes.h runs them per head). Included once by each decayed_product_<path>.cpp
+// inside its target region (vector_path.h); every product is a tile::gemm on packed, zero-padded
+// kChunk-row tiles (common/cpu/pack.h). Internal linkage throughout.
 //
 // Backward without an (N, C, M) tensor: a forward sweep carries S^T and writes dq, p_t = q_t . dq_t
 // and, per chunk, y = <Qd^T G, S_in> (Qd = diag(exp(b)) Q); a reverse sweep carries R = dL/dS_out
@@ -55,21 +54,23 @@ struct Workspace {
   T *q, *qt, *k, *kt, *v, *vt, *g, *gt;          // packed rows (kChunk x cp|mp) and transposes
   T *scaled, *left, *right, *extra;              // kChunk x max(cp, mp) (extra: cp x kChunk)
   T *decay, *decay_t, *square, *square2;         // kChunk x kChunk
-  T *b, *to_start, *to_end, *state;              // kChunk: b, exp(b), exp(B - b); cp x mp state
+  T *b, *to_start, *to_end;                      // kChunk: b, exp(b), exp(B - b)
+  T *state, *suffix;                             // cp x mp: S (or S^T), R = dL/dS_out
   T whole = 1;                                   // exp(B)
 
   explicit Workspace(const Dims& d)
-      : buffer_(kChunk * (4 * d.cp + 8 * std::max(d.cp, d.mp) + 4 * kChunk + 3) + d.cp * d.mp) {
+      : buffer_(kChunk * (4 * d.cp + 8 * std::max(d.cp, d.mp) + 4 * kChunk + 3) + 2 * d.cp * d.mp) {
     const int64_t wide = std::max(d.cp, d.mp);
     T** slots[] = {&q, &qt, &k, &kt, &v, &vt, &g, &gt, &scaled, &left, &right, &extra,
-                   &decay, &decay_t, &square, &square2, &b, &to_start, &to_end, &state};
+                   &decay, &decay_t, &square, &square2, &b, &to_start, &to_end, &state, &suffix};
     const int64_t widths[] = {d.cp, d.cp, d.cp, d.cp, wide, wide, wide, wide, wide, wide, wide, wide,
-                              kChunk, kChunk, kChunk, kChunk, 1, 1, 1, 0};
+                              kChunk, kChunk, kChunk, kChunk, 1, 1, 1};
     T* next = buffer_.data();
-    for (int i = 0; i < 20; ++i) {
+    for (int i = 0; i < 19; ++i) {
       *slots[i] = next;
       next += kChunk * widths[i];  // kChunk elements of fp32 or fp64 are a multiple of 64 bytes
     }
+    state = next, suffix = next + d.cp * d.mp;  // d.cp * d.mp is a multiple of 16 elements
   }
 
  private:
@@ -210,7 +211,7 @@ T dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, 
   return y;
 }
 
-// With R = dL/dS_out (cp x mp) in w.state and x = <R, S_out>:
+// With R = dL/dS_out (cp x mp) in w.suffix and x = <R, S_out>:
 //   dk = ((V G^T) o D^T) Q + diag(exp(B - b)) V R^T,  dv = ((K Q^T) o D^T) G + diag(exp(B - b)) K R,
 //   d log_decay from p (dq_chunk) and dk, then R = exp(B) R + (diag(exp(b)) Q)^T G.
 // Returns z = <R, (diag(exp(B - b)) K)^T V> for the R this chunk received.
@@ -230,8 +231,8 @@ T dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0
   tile::gemm<T>(kChunk, d.cp, kChunk, w.square2, kChunk, q, d.cp, w.left, d.cp, false, Shape::kUpperA);
   tile::gemm<T>(kChunk, d.mp, kChunk, w.square, kChunk, g, d.mp, w.right, d.mp, false, Shape::kUpperA);
   scale_rows(k, w.to_end, d.cp, w.scaled);
-  tile::gemm<T>(kChunk, d.mp, d.cp, w.scaled, d.cp, w.state, d.mp, w.right, d.mp, true);
-  tile::gemm<T>(d.cp, kChunk, d.mp, w.state, d.mp, w.vt, kChunk, w.extra, kChunk, false);  // columns R v_s
+  tile::gemm<T>(kChunk, d.mp, d.cp, w.scaled, d.cp, w.suffix, d.mp, w.right, d.mp, true);
+  tile::gemm<T>(d.cp, kChunk, d.mp, w.suffix, d.mp, w.vt, kChunk, w.extra, kChunk, false);  // columns R v_s
   T z = 0;
   for (int64_t c = 0; c < d.cp; ++c) {
     for (int64_t s = 0; s < kChunk; ++s) {
@@ -246,44 +247,12 @@ T dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0
     gradient[t] = x;
   }
   scale_columns(w.qt, w.to_start, d.cp);
-  scale(w.state, w.whole, d.cp * d.mp);
-  tile::gemm<T>(d.cp, d.mp, kChunk, w.qt, kChunk, g, d.mp, w.state, d.mp, true);
+  scale(w.suffix, w.whole, d.cp * d.mp);
+  tile::gemm<T>(d.cp, d.mp, kChunk, w.qt, kChunk, g, d.mp, w.suffix, d.mp, true);
   store(w.left, rows, d.c, d.cp, rows_of(a.dk, d, head, t0, d.c));
   store(w.right, rows, d.m, d.mp, rows_of(a.dv, d, head, t0, d.m));
   return z;
 }
-
-template <typename scalar_t, typename T>
-void forward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
-  Workspace<T> w(d);
-  load_state(state_of(a.state0, d, head), d, false, w.state);
-  for (int64_t t0 = 0; t0 < d.n; t0 += kChunk) forward_chunk(d, a, head, t0, w);
-  T* final_state = state_of(a.state_out, d, head);
-  for (int64_t i = 0; i < d.c; ++i) std::copy(w.state + i * d.mp, w.state + i * d.mp + d.m, final_state + i * d.m);
-}
-
-template <typename scalar_t, typename T>
-void backward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
-  Workspace<T> w(d);
-  std::vector<T> y(d.chunks);  // one scalar per chunk
-  load_state(state_of(a.state0, d, head), d, true, w.state);
-  for (int64_t chunk = 0; chunk < d.chunks; ++chunk) y[chunk] = dq_chunk(d, a, head, chunk * kChunk, w);
-  const T* grad_state = state_of(a.grad_state, d, head);
-  T x = 0;  // <dL/dS_N, S_N>, with S_N^T in w.state
-  for (int64_t i = 0; grad_state != nullptr && i < d.c; ++i) {
-    for (int64_t j = 0; j < d.m; ++j) x += grad_state[i * d.m + j] * w.state[j * d.cp + i];
-  }
-  load_state(grad_state, d, false, w.state);
-  for (int64_t chunk = d.chunks - 1; chunk >= 0; --chunk) {
-    const T z = dkdv_chunk(d, a, head, chunk * kChunk, x, w);
-    x += y[chunk] - z;
-  }
-  T* d_state0 = state_of(a.state_out, d, head);
-  for (int64_t i = 0; i < d.c; ++i) std::copy(w.state + i * d.mp, w.state + i * d.mp + d.m, d_state0 + i * d.m);
-}
-
-template <typename scalar_t, typename T>
-constexpr Passes<scalar_t, T> kPasses{&forward_head<scalar_t, T>, &backward_head<scalar_t, T>};
 
 }  // namespace
 }  // namespace lintf::decayed
