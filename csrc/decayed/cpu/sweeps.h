@@ -234,12 +234,12 @@ T dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0
   tile::gemm<T>(kChunk, d.mp, d.cp, w.scaled, d.cp, w.suffix, d.mp, w.right, d.mp, true);
   tile::gemm<T>(d.cp, kChunk, d.mp, w.suffix, d.mp, w.vt, kChunk, w.extra, kChunk, false);  // columns R v_s
   T z = 0;
-  for (int64_t c = 0; c < d.cp; ++c) {
-    for (int64_t s = 0; s < kChunk; ++s) {
-      const T later = w.to_end[s] * w.extra[c * kChunk + s];
-      w.left[s * d.cp + c] += later;
-      z += k[s * d.cp + c] * later;
-    }
+  cpu::transpose(w.extra, d.cp, kChunk, w.scaled);  // rows R v_s, one per position
+  for (int64_t s = 0; s < kChunk; ++s) {
+    T* dk = w.left + s * d.cp;
+    const T* later = w.scaled + s * d.cp;
+    for (int64_t c = 0; c < d.cp; ++c) dk[c] += w.to_end[s] * later[c];
+    z += w.to_end[s] * tile::dot<T>(k + s * d.cp, later, d.cp);
   }
   T* gradient = rows_of(a.d_log_decay, d, head, t0, 1);
   for (int64_t t = rows - 1; t >= 0; --t) {
