@@ -52,6 +52,7 @@ struct Args {
   T* d_log_decay = nullptr;
   T* chunk_states = nullptr;      // forward: written; backward: read; null: none kept
   int64_t state_spacing = 0;      // positions between the chunk states, a multiple of kChunk
+  bool stream_gradients = false;  // backward: dq, dk, dv written past the caches
 };
 
 // The per-head passes of one vector path and input dtype.

@@ -17,6 +17,11 @@
 namespace lintf::decayed {
 namespace {
 
+// Gradients (dq, dk, dv) from this size on are written with streaming stores: larger than a core's
+// L2, they leave the caches before anyone reads them. Forward+backward measured 3% faster with them
+// in both backward modes (B=1, H=8, N=16384, one thread, alternating calls).
+constexpr size_t kStreamedGradientBytes = size_t(4) << 20;
+
 const Path& selected_path() {
   return cpu::selected_table({avx512_path(), avx2_path(), portable_path()}, "lintf::decayed_product");
 }
@@ -167,6 +172,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> decayed_p
     a.dq = dq.data_ptr<scalar_t>(), a.dk = dk.data_ptr<scalar_t>(), a.dv = dv.data_ptr<scalar_t>();
     a.d_log_decay = d_log_decay.data_ptr<T>();
     if (states.defined()) with_chunk_states(a, states, state_spacing);
+    a.stream_gradients = dq.nbytes() >= kStreamedGradientBytes;
     run<scalar_t, T>(path.kernels<scalar_t>().backward, path, qc, vc, a);
   });
   return {dq, dk, dv, d_log_decay, d_state0};

@@ -74,6 +74,7 @@ void backward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
     }
   }
   save_state(w.suffix, d, state_of(a.state_out, d, head));
+  tile::fence();
 }
 
 template <typename scalar_t, typename T>

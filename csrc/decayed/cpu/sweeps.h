@@ -145,11 +145,22 @@ P* state_of(P* base, const Dims& d, int64_t head) {
   return base == nullptr ? nullptr : base + head * d.c * d.m;
 }
 
-// dst (rows x cols, contiguous) = the first rows and cols of a tile with leading dimension ld.
+// dst (rows x cols, contiguous) = the first rows and cols of a tile with leading dimension ld. With
+// `streamed`, fp32/fp64 rows that start on a vector boundary bypass the caches (tile::stream; the
+// pass calls tile::fence() before returning): a gradient larger than the caches is read by nobody
+// before it leaves them, so fetching its lines first, as plain stores do, only costs bandwidth.
 template <typename scalar_t, typename T>
-void store(const T* tile, int64_t rows, int64_t cols, int64_t ld, scalar_t* dst) {
+void store(const T* src, int64_t rows, int64_t cols, int64_t ld, scalar_t* dst, bool streamed = false) {
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = static_cast<scalar_t>(tile[r * ld + c]);
+    scalar_t* out = dst + r * cols;
+    const T* row = src + r * ld;
+    if constexpr (std::is_same_v<scalar_t, T>) {
+      if (streamed && cols % tile::kWidth<T> == 0 && reinterpret_cast<std::uintptr_t>(out) % tile::kVectorBytes == 0) {
+        for (int64_t c = 0; c < cols; c += tile::kWidth<T>) tile::stream<T>(out + c, tile::load<T>(row + c));
+        continue;
+      }
+    }
+    for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<scalar_t>(row[c]);
   }
 }
 
@@ -207,7 +218,7 @@ T dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, 
   scale_rows(k, w.to_end, d.cp, w.scaled);
   scale(w.state, w.whole, d.cp * d.mp);
   tile::gemm<T>(d.mp, d.cp, kChunk, w.vt, kChunk, w.scaled, d.cp, w.state, d.cp, true);
-  store(w.left, rows, d.c, d.cp, rows_of(a.dq, d, head, t0, d.c));
+  store(w.left, rows, d.c, d.cp, rows_of(a.dq, d, head, t0, d.c), a.stream_gradients);
   return y;
 }
 
@@ -249,8 +260,8 @@ T dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0
   scale_columns(w.qt, w.to_start, d.cp);
   scale(w.suffix, w.whole, d.cp * d.mp);
   tile::gemm<T>(d.cp, d.mp, kChunk, w.qt, kChunk, g, d.mp, w.suffix, d.mp, true);
-  store(w.left, rows, d.c, d.cp, rows_of(a.dk, d, head, t0, d.c));
-  store(w.right, rows, d.m, d.mp, rows_of(a.dv, d, head, t0, d.m));
+  store(w.left, rows, d.c, d.cp, rows_of(a.dk, d, head, t0, d.c), a.stream_gradients);
+  store(w.right, rows, d.m, d.mp, rows_of(a.dv, d, head, t0, d.m), a.stream_gradients);
   return z;
 }
 
