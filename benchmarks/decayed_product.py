@@ -133,7 +133,8 @@ def report(rows: list[dict], repeats: int, peaks: tuple[float, float], load: tup
         f"LINTF_CPU_BACKWARD=<mode> (stored: a state kept every {STATE_SPACING} positions); `pytorch`: the PyTorch",
         "chunked path (LINTF_EXTENSION=off). % peak: 4NCM (forward) and 12NCM (forward+backward) flops per head",
         f"against the one-thread fp32 matmul peak, {max(peaks):.1f} GFLOP/s (before / after the op: "
-        f"{peaks[0]:.1f} / {peaks[1]:.1f}). MB: peak extra resident memory of one fwd+bwd call.",
+        f"{peaks[0]:.1f} / {peaks[1]:.1f}).",
+        "MB: peak extra resident memory of one fwd+bwd call (kept states included).",
         f"Load average (1 min) before / after: {load[0]:.2f} / {load[1]:.2f} on {os.cpu_count()} cores.",
         "",
         "| N | impl | fwd ms | fwd+bwd ms | fwd % peak | fwd+bwd % peak | MB |",
