@@ -17,6 +17,11 @@
 //   S_out = exp(B) S_in + (diag(exp(B - b)) K)^T V
 // Every exponent is <= 0. The backward recomputes chunks in two sweeps with O(C M) state: forward
 // (carrying S) for dq, reverse (carrying R = dL/dS_out) for dk, dv, d log_decay and dS0.
+//
+// Stored states: with a state spacing L (a multiple of kChunk), the forward also writes the state
+// entering every span of L positions, S_{jL-1} (B, H, ceil(N / L), C, M; S0 or zeros for j = 0),
+// and the backward runs both sweeps span by span from the last: the span's dq from its stored state,
+// then its dk, dv, d log_decay in reverse, while the span's rows are still in the caches.
 #pragma once
 
 #include "common/cpu/path.h"
@@ -45,6 +50,9 @@ struct Args {
   const T* grad_state = nullptr;  // backward: gradient of the final state; null: zeros
   scalar_t *dq = nullptr, *dk = nullptr, *dv = nullptr;
   T* d_log_decay = nullptr;
+  T* chunk_states = nullptr;      // forward: written; backward: read; null: none kept
+  int64_t state_spacing = 0;      // positions between the chunk states, a multiple of kChunk
+  bool stream_gradients = false;  // backward: dq, dk, dv written past the caches
 };
 
 // The per-head passes of one vector path and input dtype.

@@ -1,8 +1,7 @@
-// Per-head passes of the CPU decayed causal product (the Passes of one vector path, see
-// ../decayed_product.h for the semantics and the chunked form). Included once by each
-// decayed_product_<path>.cpp inside its target region (vector_path.h); every product is a
-// tile::gemm on packed, zero-padded kChunk-row tiles (common/cpu/pack.h). Internal linkage
-// throughout.
+// Chunk sweeps of the CPU decayed causal product (see ../decayed_product.h for the semantics and
+// the chunked form; passes.h runs them per head). Included once by each decayed_product_<path>.cpp
+// inside its target region (vector_path.h); every product is a tile::gemm on packed, zero-padded
+// kChunk-row tiles (common/cpu/pack.h). Internal linkage throughout.
 //
 // Backward without an (N, C, M) tensor: a forward sweep carries S^T and writes dq, p_t = q_t . dq_t
 // and, per chunk, y = <Qd^T G, S_in> (Qd = diag(exp(b)) Q); a reverse sweep carries R = dL/dS_out
@@ -55,21 +54,23 @@ struct Workspace {
   T *q, *qt, *k, *kt, *v, *vt, *g, *gt;          // packed rows (kChunk x cp|mp) and transposes
   T *scaled, *left, *right, *extra;              // kChunk x max(cp, mp) (extra: cp x kChunk)
   T *decay, *decay_t, *square, *square2;         // kChunk x kChunk
-  T *b, *to_start, *to_end, *state;              // kChunk: b, exp(b), exp(B - b); cp x mp state
+  T *b, *to_start, *to_end;                      // kChunk: b, exp(b), exp(B - b)
+  T *state, *suffix;                             // cp x mp: S (or S^T), R = dL/dS_out
   T whole = 1;                                   // exp(B)
 
   explicit Workspace(const Dims& d)
-      : buffer_(kChunk * (4 * d.cp + 8 * std::max(d.cp, d.mp) + 4 * kChunk + 3) + d.cp * d.mp) {
+      : buffer_(kChunk * (4 * d.cp + 8 * std::max(d.cp, d.mp) + 4 * kChunk + 3) + 2 * d.cp * d.mp) {
     const int64_t wide = std::max(d.cp, d.mp);
     T** slots[] = {&q, &qt, &k, &kt, &v, &vt, &g, &gt, &scaled, &left, &right, &extra,
-                   &decay, &decay_t, &square, &square2, &b, &to_start, &to_end, &state};
+                   &decay, &decay_t, &square, &square2, &b, &to_start, &to_end, &state, &suffix};
     const int64_t widths[] = {d.cp, d.cp, d.cp, d.cp, wide, wide, wide, wide, wide, wide, wide, wide,
-                              kChunk, kChunk, kChunk, kChunk, 1, 1, 1, 0};
+                              kChunk, kChunk, kChunk, kChunk, 1, 1, 1};
     T* next = buffer_.data();
-    for (int i = 0; i < 20; ++i) {
+    for (int i = 0; i < 19; ++i) {
       *slots[i] = next;
       next += kChunk * widths[i];  // kChunk elements of fp32 or fp64 are a multiple of 64 bytes
     }
+    state = next, suffix = next + d.cp * d.mp;  // d.cp * d.mp is a multiple of 16 elements
   }
 
  private:
@@ -144,11 +145,22 @@ P* state_of(P* base, const Dims& d, int64_t head) {
   return base == nullptr ? nullptr : base + head * d.c * d.m;
 }
 
-// dst (rows x cols, contiguous) = the first rows and cols of a tile with leading dimension ld.
+// dst (rows x cols, contiguous) = the first rows and cols of a tile with leading dimension ld. With
+// `streamed`, fp32/fp64 rows that start on a vector boundary bypass the caches (tile::stream; the
+// pass calls tile::fence() before returning): a gradient larger than the caches is read by nobody
+// before it leaves them, so fetching its lines first, as plain stores do, only costs bandwidth.
 template <typename scalar_t, typename T>
-void store(const T* tile, int64_t rows, int64_t cols, int64_t ld, scalar_t* dst) {
+void store(const T* src, int64_t rows, int64_t cols, int64_t ld, scalar_t* dst, bool streamed = false) {
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = static_cast<scalar_t>(tile[r * ld + c]);
+    scalar_t* out = dst + r * cols;
+    const T* row = src + r * ld;
+    if constexpr (std::is_same_v<scalar_t, T>) {
+      if (streamed && cols % tile::kWidth<T> == 0 && reinterpret_cast<std::uintptr_t>(out) % tile::kVectorBytes == 0) {
+        for (int64_t c = 0; c < cols; c += tile::kWidth<T>) tile::stream<T>(out + c, tile::load<T>(row + c));
+        continue;
+      }
+    }
+    for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<scalar_t>(row[c]);
   }
 }
 
@@ -206,11 +218,11 @@ T dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, 
   scale_rows(k, w.to_end, d.cp, w.scaled);
   scale(w.state, w.whole, d.cp * d.mp);
   tile::gemm<T>(d.mp, d.cp, kChunk, w.vt, kChunk, w.scaled, d.cp, w.state, d.cp, true);
-  store(w.left, rows, d.c, d.cp, rows_of(a.dq, d, head, t0, d.c));
+  store(w.left, rows, d.c, d.cp, rows_of(a.dq, d, head, t0, d.c), a.stream_gradients);
   return y;
 }
 
-// With R = dL/dS_out (cp x mp) in w.state and x = <R, S_out>:
+// With R = dL/dS_out (cp x mp) in w.suffix and x = <R, S_out>:
 //   dk = ((V G^T) o D^T) Q + diag(exp(B - b)) V R^T,  dv = ((K Q^T) o D^T) G + diag(exp(B - b)) K R,
 //   d log_decay from p (dq_chunk) and dk, then R = exp(B) R + (diag(exp(b)) Q)^T G.
 // Returns z = <R, (diag(exp(B - b)) K)^T V> for the R this chunk received.
@@ -230,15 +242,15 @@ T dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0
   tile::gemm<T>(kChunk, d.cp, kChunk, w.square2, kChunk, q, d.cp, w.left, d.cp, false, Shape::kUpperA);
   tile::gemm<T>(kChunk, d.mp, kChunk, w.square, kChunk, g, d.mp, w.right, d.mp, false, Shape::kUpperA);
   scale_rows(k, w.to_end, d.cp, w.scaled);
-  tile::gemm<T>(kChunk, d.mp, d.cp, w.scaled, d.cp, w.state, d.mp, w.right, d.mp, true);
-  tile::gemm<T>(d.cp, kChunk, d.mp, w.state, d.mp, w.vt, kChunk, w.extra, kChunk, false);  // columns R v_s
+  tile::gemm<T>(kChunk, d.mp, d.cp, w.scaled, d.cp, w.suffix, d.mp, w.right, d.mp, true);
+  tile::gemm<T>(d.cp, kChunk, d.mp, w.suffix, d.mp, w.vt, kChunk, w.extra, kChunk, false);  // columns R v_s
   T z = 0;
-  for (int64_t c = 0; c < d.cp; ++c) {
-    for (int64_t s = 0; s < kChunk; ++s) {
-      const T later = w.to_end[s] * w.extra[c * kChunk + s];
-      w.left[s * d.cp + c] += later;
-      z += k[s * d.cp + c] * later;
-    }
+  cpu::transpose(w.extra, d.cp, kChunk, w.scaled);  // rows R v_s, one per position
+  for (int64_t s = 0; s < kChunk; ++s) {
+    T* dk = w.left + s * d.cp;
+    const T* later = w.scaled + s * d.cp;
+    for (int64_t c = 0; c < d.cp; ++c) dk[c] += w.to_end[s] * later[c];
+    z += w.to_end[s] * tile::dot<T>(k + s * d.cp, later, d.cp);
   }
   T* gradient = rows_of(a.d_log_decay, d, head, t0, 1);
   for (int64_t t = rows - 1; t >= 0; --t) {
@@ -246,44 +258,12 @@ T dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0
     gradient[t] = x;
   }
   scale_columns(w.qt, w.to_start, d.cp);
-  scale(w.state, w.whole, d.cp * d.mp);
-  tile::gemm<T>(d.cp, d.mp, kChunk, w.qt, kChunk, g, d.mp, w.state, d.mp, true);
-  store(w.left, rows, d.c, d.cp, rows_of(a.dk, d, head, t0, d.c));
-  store(w.right, rows, d.m, d.mp, rows_of(a.dv, d, head, t0, d.m));
+  scale(w.suffix, w.whole, d.cp * d.mp);
+  tile::gemm<T>(d.cp, d.mp, kChunk, w.qt, kChunk, g, d.mp, w.suffix, d.mp, true);
+  store(w.left, rows, d.c, d.cp, rows_of(a.dk, d, head, t0, d.c), a.stream_gradients);
+  store(w.right, rows, d.m, d.mp, rows_of(a.dv, d, head, t0, d.m), a.stream_gradients);
   return z;
 }
-
-template <typename scalar_t, typename T>
-void forward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
-  Workspace<T> w(d);
-  load_state(state_of(a.state0, d, head), d, false, w.state);
-  for (int64_t t0 = 0; t0 < d.n; t0 += kChunk) forward_chunk(d, a, head, t0, w);
-  T* final_state = state_of(a.state_out, d, head);
-  for (int64_t i = 0; i < d.c; ++i) std::copy(w.state + i * d.mp, w.state + i * d.mp + d.m, final_state + i * d.m);
-}
-
-template <typename scalar_t, typename T>
-void backward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
-  Workspace<T> w(d);
-  std::vector<T> y(d.chunks);  // one scalar per chunk
-  load_state(state_of(a.state0, d, head), d, true, w.state);
-  for (int64_t chunk = 0; chunk < d.chunks; ++chunk) y[chunk] = dq_chunk(d, a, head, chunk * kChunk, w);
-  const T* grad_state = state_of(a.grad_state, d, head);
-  T x = 0;  // <dL/dS_N, S_N>, with S_N^T in w.state
-  for (int64_t i = 0; grad_state != nullptr && i < d.c; ++i) {
-    for (int64_t j = 0; j < d.m; ++j) x += grad_state[i * d.m + j] * w.state[j * d.cp + i];
-  }
-  load_state(grad_state, d, false, w.state);
-  for (int64_t chunk = d.chunks - 1; chunk >= 0; --chunk) {
-    const T z = dkdv_chunk(d, a, head, chunk * kChunk, x, w);
-    x += y[chunk] - z;
-  }
-  T* d_state0 = state_of(a.state_out, d, head);
-  for (int64_t i = 0; i < d.c; ++i) std::copy(w.state + i * d.mp, w.state + i * d.mp + d.m, d_state0 + i * d.m);
-}
-
-template <typename scalar_t, typename T>
-constexpr Passes<scalar_t, T> kPasses{&forward_head<scalar_t, T>, &backward_head<scalar_t, T>};
 
 }  // namespace
 }  // namespace lintf::decayed

@@ -1,6 +1,6 @@
-// One vector path of the CPU decayed causal product: sweeps.h compiled inside the path's target
-// region and exported as its Path table <path>_path() (../decayed_product.h), the unit's only
-// external symbol. Instantiated by decayed_product_{avx512,avx2,portable}.cpp, which define the path
+// One vector path of the CPU decayed causal product: passes.h (with the sweeps.h it runs) compiled
+// inside the path's target region and exported as its Path table <path>_path() (../decayed_product.h),
+// the unit's only external symbol. Instantiated by decayed_product_{avx512,avx2,portable}.cpp, which define the path
 // first (common/cpu/target.h); it runs when the causal product runs the same path.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 #if LINTF_PATH_COMPILED
 LINTF_PATH_BEGIN
-#include "decayed/cpu/sweeps.h"
+#include "decayed/cpu/passes.h"
 LINTF_PATH_END
 
 namespace lintf::decayed {

@@ -4,15 +4,19 @@ The schema lives in ``csrc/decayed/decayed_product.cpp``, the CPU kernel beside 
 (``csrc/decayed/cpu/decayed_product_cpu.cpp``), built and loaded with the rest of the library by
 ``lintf.ops.extension``::
 
-    lintf::decayed_product(q, k, v, log_decay, initial_state=None) -> (out, final_state)
-    lintf::decayed_product_backward(grad_out, q, k, v, log_decay, initial_state=None, grad_state=None)
-        -> (dq, dk, dv, d_log_decay, d_initial_state)
+    lintf::decayed_product(q, k, v, log_decay, initial_state=None, state_spacing=0)
+        -> (out, final_state, chunk_states)
+    lintf::decayed_product_backward(grad_out, q, k, v, log_decay, initial_state=None, grad_state=None,
+        chunk_states=None, state_spacing=0) -> (dq, dk, dv, d_log_decay, d_initial_state)
 
 q, k: (B, H, N, C); v, out, grad_out: (B, H, N, M), all fp16, bf16, fp32 or fp64; log_decay
 (B, H, N) <= 0, the states (B, H, C, M) and their gradients in the accumulation dtype (fp32, fp64
-for fp64 inputs). The first backward runs the compiled ``decayed_product_backward`` (memory
-independent of N beyond inputs and gradients); a backward that records a graph of its own
-(``create_graph=True``) differentiates the pure-PyTorch chunked path instead. The extension runs
+for fp64 inputs). The first backward runs the compiled ``decayed_product_backward``; a backward
+that records a graph of its own (``create_graph=True``) differentiates the pure-PyTorch chunked
+path instead. When a backward will follow and ``LINTF_CPU_BACKWARD`` says so
+(``lintf.ops.common.backward_mode``), the forward keeps the state entering every span of
+``STATE_SPACING`` positions, (B, H, ceil(N / STATE_SPACING), C, M), and the backward starts each
+span from its state; otherwise the backward recomputes them and its memory does not grow with N. The extension runs
 ``register_python_parts`` once the library is loaded (``on_load``, below).
 """
 
@@ -22,6 +26,7 @@ import torch
 from torch import Tensor
 
 from lintf.ops import extension
+from lintf.ops.common.backward_mode import stores_chunk_states
 from lintf.ops.common.dtypes import accumulation_dtype
 from lintf.ops.common.recorded_gradients import not_differentiable, recorded_gradients
 from lintf.ops.decayed.chunked import DEFAULT_CHUNK_SIZE, decayed_product_chunked
@@ -29,6 +34,9 @@ from lintf.ops.extension.environment import extension_disabled
 
 _OP = "lintf::decayed_product"
 _BACKWARD_OP = "lintf::decayed_product_backward"
+# Positions between kept states. Per position they take C M / STATE_SPACING elements against the
+# 2C + M + 1 of q, k, v and log_decay: 1/12 at C = M = 64 in fp32, within LINTF_CPU_BACKWARD=auto's 1/8.
+STATE_SPACING = 256
 _registered = False
 
 
@@ -49,7 +57,20 @@ def decayed_product(
     q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initial_state: Tensor | None
 ) -> tuple[Tensor, Tensor]:
     """Run the compiled op on validated inputs (log_decay, initial_state in the accumulation dtype): out, S_N."""
-    return torch.ops.lintf.decayed_product(q, k, v, log_decay, initial_state)
+    spacing = STATE_SPACING if keeps_chunk_states(q, k, v, log_decay, initial_state) else 0
+    out, final_state, _ = torch.ops.lintf.decayed_product(q, k, v, log_decay, initial_state, spacing)
+    return out, final_state
+
+
+def keeps_chunk_states(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initial_state: Tensor | None) -> bool:
+    """Whether the forward keeps its chunk states: a backward will follow and LINTF_CPU_BACKWARD allows their bytes."""
+    inputs = [t for t in (q, k, v, log_decay, initial_state) if t is not None]
+    if not (torch.is_grad_enabled() and any(t.requires_grad for t in inputs)):
+        return False
+    batch, heads, length, features = q.shape
+    spans = -(-length // STATE_SPACING)
+    state_bytes = batch * heads * spans * features * v.shape[-1] * log_decay.element_size()
+    return stores_chunk_states(state_bytes, sum(t.numel() * t.element_size() for t in (q, k, v, log_decay)))
 
 
 def _state_like(q: Tensor, v: Tensor) -> Tensor:
@@ -58,39 +79,46 @@ def _state_like(q: Tensor, v: Tensor) -> Tensor:
 
 
 def _fake_forward(
-    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initial_state: Tensor | None = None
-) -> tuple[Tensor, Tensor]:
-    return v.new_empty(v.shape), _state_like(q, v)
+    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initial_state: Tensor | None = None, state_spacing: int = 0
+) -> tuple[Tensor, Tensor, Tensor]:
+    batch, heads, length, features = q.shape
+    spans = -(-length // state_spacing) if state_spacing else 0
+    chunk_states = log_decay.new_empty(batch, heads, spans, features, v.shape[-1])  # (B, H, spans, C, M)
+    return v.new_empty(v.shape), _state_like(q, v), chunk_states
 
 
 def _fake_backward(
     grad_out: Tensor, q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor,
-    initial_state: Tensor | None = None, grad_state: Tensor | None = None,
+    initial_state: Tensor | None = None, grad_state: Tensor | None = None, chunk_states: Tensor | None = None,
+    state_spacing: int = 0,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     gradients = (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), log_decay.new_empty(log_decay.shape))
     return (*gradients, _state_like(q, v))
 
 
-def _setup_context(ctx, inputs: tuple, output: tuple[Tensor, Tensor]) -> None:  # noqa: ANN001 (torch ctx)
-    ctx.save_for_backward(*inputs)
+def _setup_context(ctx, inputs: tuple, output: tuple[Tensor, Tensor, Tensor]) -> None:  # noqa: ANN001 (torch ctx)
+    *tensors, ctx.state_spacing = inputs
+    chunk_states = output[2] if ctx.state_spacing else None
+    ctx.save_for_backward(*tensors, chunk_states)
+    ctx.mark_non_differentiable(output[2])
     ctx.set_materialize_grads(False)  # an unused final state costs no zero-filled gradient
 
 
-def _backward(ctx, grad_out: Tensor | None, grad_state: Tensor | None) -> tuple:  # noqa: ANN001 (torch ctx)
-    q, k, v, log_decay, initial_state = ctx.saved_tensors
+def _backward(ctx, grad_out: Tensor | None, grad_state: Tensor | None, _: Tensor | None) -> tuple:  # noqa: ANN001
+    q, k, v, log_decay, initial_state, chunk_states = ctx.saved_tensors
     if torch.is_grad_enabled():
-        return _recorded_backward(ctx, grad_out, grad_state)
+        return (*_recorded_backward(ctx, grad_out, grad_state), None)
     if grad_out is None:
         grad_out = torch.zeros_like(v)
     dq, dk, dv, d_log_decay, d_state = torch.ops.lintf.decayed_product_backward(
-        grad_out, q, k, v, log_decay, initial_state, grad_state
+        grad_out, q, k, v, log_decay, initial_state, grad_state, chunk_states, ctx.state_spacing
     )
-    return dq, dk, dv, d_log_decay, None if initial_state is None else d_state
+    return dq, dk, dv, d_log_decay, None if initial_state is None else d_state, None
 
 
 def _recorded_backward(ctx, grad_out: Tensor | None, grad_state: Tensor | None) -> tuple:  # noqa: ANN001
     """Gradients as a differentiable function of the inputs and of the incoming gradients."""
-    inputs = ctx.saved_tensors
+    inputs = ctx.saved_tensors[:5]
     q, k, v, log_decay, initial_state = inputs
     acc = log_decay.dtype
     chunk = max(1, min(DEFAULT_CHUNK_SIZE, q.shape[2]))

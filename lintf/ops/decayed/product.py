@@ -17,8 +17,10 @@ two large cumulative sums (which would cost fp32 precision). Gradients come from
 On the CPU, when the compiled op is built (``compiled.serves``) and ``LINTF_EXTENSION`` is not
 ``off``, the causal passes run ``lintf::decayed_product`` instead (``compiled.py``, kernels in
 ``csrc/decayed/``): the same chunked form in C++ with chunks of 32 positions, fp32 accumulation
-(fp64 for fp64), and a backward whose memory does not grow with N, giving gradients for q, k, v,
-log_decay and the initial state. Everything else (CUDA tensors, no compiler, double backward)
+(fp64 for fp64), and a backward giving gradients for q, k, v, log_decay and the initial state. That
+backward starts from the state the forward kept every 256 positions when ``LINTF_CPU_BACKWARD``
+allows it (default ``auto``: when those states take at most 1/8 of the inputs' memory), else it
+recomputes them and its memory does not grow with N. Everything else (CUDA tensors, no compiler, double backward)
 takes the PyTorch path here (``chunked.py``).
 """
 

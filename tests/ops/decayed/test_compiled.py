@@ -22,6 +22,15 @@ def compiled() -> None:
         pytest.skip("the compiled decayed product is unavailable (LINTF_EXTENSION=off, no compiler or an older build)")
 
 
+@pytest.fixture(params=[("recompute", 0), ("stored", 32), ("stored", 64)], ids=["recompute", "stored32", "stored64"])
+def backward_mode(request, monkeypatch) -> None:
+    """Runs a test with the backward recomputing chunk states, or starting from states kept every 32 or 64
+    positions (so that the tests' lengths cross several spans)."""
+    mode, spacing = request.param
+    monkeypatch.setenv("LINTF_CPU_BACKWARD", mode)
+    monkeypatch.setattr(decayed_compiled, "STATE_SPACING", spacing or decayed_compiled.STATE_SPACING)
+
+
 def inputs(n: int, c: int = 5, m: int = 3, batch: int = 2, heads: int = 3, strength: float = 1.0, seed: int = 0):
     """fp64 leaves q, k (B, H, N, C), v (B, H, N, M), log_decay (B, H, N) in [-strength, 0], S0 (B, H, C, M)."""
     generator = torch.Generator().manual_seed(seed)
@@ -55,6 +64,7 @@ def assert_close_scaled(got: torch.Tensor, want: torch.Tensor, tolerance: float)
     assert error <= tolerance * want.double().abs().max().item() + 1e-12, (error, tolerance)
 
 
+@pytest.mark.usefixtures("backward_mode")
 @pytest.mark.parametrize("n", [1, 7, 64, 200])
 @pytest.mark.parametrize("c, m", [(5, 3), (33, 17), (1, 1)])
 def test_outputs_state_and_all_gradients_match_the_recurrence(n, c, m):
@@ -75,6 +85,7 @@ def test_without_state_matches_the_naive_matrix_form():
         torch.testing.assert_close(a, b)
 
 
+@pytest.mark.usefixtures("backward_mode")
 def test_gradcheck_across_chunks():
     leaves = inputs(37, c=3, m=2, batch=1, heads=2)
     with torch.no_grad():
@@ -89,6 +100,7 @@ def test_double_backward_runs_the_pytorch_path():
     assert torch.autograd.gradgradcheck(compiled_with_state, leaves)
 
 
+@pytest.mark.usefixtures("backward_mode")
 @pytest.mark.parametrize("split", [1, 15, 16, 17, 31, 32, 33, 64, 99])
 def test_split_with_the_state_equals_one_pass(split):
     q, k, v, log_decay, state = inputs(100)
@@ -119,6 +131,7 @@ def test_recurrent_steps_equal_the_forward():
     torch.testing.assert_close(running, want_state)
 
 
+@pytest.mark.usefixtures("backward_mode")
 @pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2), (torch.float16, 4e-3)])
 def test_reduced_precision_against_fp64(dtype, tolerance):
     """Inputs rounded to dtype, fp64 reference on the rounded values: only accumulation and output rounding differ."""
@@ -155,6 +168,7 @@ def test_very_strong_decay_stays_finite_and_exact():
     torch.testing.assert_close(low[0].double(), diagonal, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.usefixtures("backward_mode")
 def test_non_contiguous_inputs():
     q, k, v, log_decay, state = (t.detach() for t in inputs(50, c=6, m=4))
     q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2).requires_grad_() for t in (q, k, v))
@@ -175,6 +189,7 @@ def test_normalised_form_through_the_compiled_op():
     torch.testing.assert_close(decayed_linear_attention(q, k, v, log_decay), numerator / (denominator + 1e-6))
 
 
+@pytest.mark.usefixtures("backward_mode")
 def test_every_vector_path_matches(monkeypatch):
     leaves = inputs(70, c=9, m=5)
     want = outputs_and_grads(decayed_recurrence_reference, leaves)
@@ -189,7 +204,8 @@ def test_every_vector_path_matches(monkeypatch):
 @pytest.mark.parametrize("batch, n, c, m", [(0, 5, 4, 3), (2, 0, 4, 3), (2, 5, 0, 3), (2, 5, 4, 0)])
 def test_empty_dimensions(batch, n, c, m):
     q, k, v, log_decay, state = (t.detach() for t in inputs(n, c, m, batch=batch))
-    out, final = torch.ops.lintf.decayed_product(q, k, v, log_decay, state)
+    out, final, states = torch.ops.lintf.decayed_product(q, k, v, log_decay, state, 32)
+    assert states.shape == (batch, 3, -(-n // 32), c, m)
     cumulative = log_decay.cumsum(-1)  # (B, H, N)
     total = log_decay.sum(-1)[..., None]  # (B, H, 1)
     want = decayed_dot_product_reference(q, k, v, log_decay) + (q * cumulative.exp()[..., None]) @ state
