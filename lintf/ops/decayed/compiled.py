@@ -27,30 +27,19 @@ from torch import Tensor
 
 from lintf.ops import extension
 from lintf.ops.common.backward_mode import stores_chunk_states
-from lintf.ops.common.dtypes import accumulation_dtype
-from lintf.ops.common.recorded_gradients import not_differentiable, recorded_gradients
+from lintf.ops.common import compiled_op
+from lintf.ops.common.compiled_op import fake_state
+from lintf.ops.common.recorded_gradients import recorded_gradients
 from lintf.ops.decayed.chunked import DEFAULT_CHUNK_SIZE, decayed_product_chunked
-from lintf.ops.extension.environment import extension_disabled
 
-_OP = "lintf::decayed_product"
-_BACKWARD_OP = "lintf::decayed_product_backward"
 # Positions between kept states. Per position they take C M / STATE_SPACING elements against the
 # 2C + M + 1 of q, k, v and log_decay: 1/12 at C = M = 64 in fp32, within LINTF_CPU_BACKWARD=auto's 1/8.
 STATE_SPACING = 256
-_registered = False
 
 
 def serves(device: torch.device) -> bool:
     """Whether the compiled op runs tensors on device: CPU tensors, the library loaded and LINTF_EXTENSION not off."""
-    if device.type != "cpu" or extension_disabled():
-        return False
-    return _cpu_kernel_loaded()
-
-
-@torch.compiler.assume_constant_result
-def _cpu_kernel_loaded() -> bool:
-    """Whether the library is loaded and defines the op (an older ahead-of-time build may not)."""
-    return extension.serves("cpu") and hasattr(torch.ops.lintf, "decayed_product")
+    return compiled_op.serves("decayed_product", device)
 
 
 def decayed_product(
@@ -73,18 +62,13 @@ def keeps_chunk_states(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initi
     return stores_chunk_states(state_bytes, sum(t.numel() * t.element_size() for t in (q, k, v, log_decay)))
 
 
-def _state_like(q: Tensor, v: Tensor) -> Tensor:
-    batch, heads, _, features = q.shape
-    return q.new_empty(batch, heads, features, v.shape[-1], dtype=accumulation_dtype(v.dtype))  # (B, H, C, M)
-
-
 def _fake_forward(
     q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initial_state: Tensor | None = None, state_spacing: int = 0
 ) -> tuple[Tensor, Tensor, Tensor]:
     batch, heads, length, features = q.shape
     spans = -(-length // state_spacing) if state_spacing else 0
     chunk_states = log_decay.new_empty(batch, heads, spans, features, v.shape[-1])  # (B, H, spans, C, M)
-    return v.new_empty(v.shape), _state_like(q, v), chunk_states
+    return v.new_empty(v.shape), fake_state(q, v), chunk_states
 
 
 def _fake_backward(
@@ -93,7 +77,7 @@ def _fake_backward(
     state_spacing: int = 0,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     gradients = (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), log_decay.new_empty(log_decay.shape))
-    return (*gradients, _state_like(q, v))
+    return (*gradients, fake_state(q, v))
 
 
 def _setup_context(ctx, inputs: tuple, output: tuple[Tensor, Tensor, Tensor]) -> None:  # noqa: ANN001 (torch ctx)
@@ -129,14 +113,8 @@ def _recorded_backward(ctx, grad_out: Tensor | None, grad_state: Tensor | None) 
 
 def register_python_parts() -> None:
     """Register the fake and autograd rules of the loaded op, if the library defines it (idempotent)."""
-    global _registered
-    if _registered or not hasattr(torch.ops.lintf, "decayed_product"):
-        return
-    torch.library.register_fake(_OP, _fake_forward)
-    torch.library.register_fake(_BACKWARD_OP, _fake_backward)
-    torch.library.register_autograd(_OP, _backward, setup_context=_setup_context)
-    torch.library.register_autograd(_BACKWARD_OP, not_differentiable(_BACKWARD_OP, _OP))
-    _registered = True
+    compiled_op.register_rules("decayed_product", _fake_forward, _fake_backward, _backward, _setup_context,
+                               autocast=False)
 
 
 extension.on_load(register_python_parts)
