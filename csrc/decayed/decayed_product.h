@@ -24,7 +24,7 @@
 // then its dk, dv, d log_decay in reverse, while the span's rows are still in the caches.
 #pragma once
 
-#include "common/cpu/path.h"
+#include "common/cpu/state_args.h"
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
@@ -37,32 +37,18 @@ namespace lintf::decayed {
 
 using cpu::Dims;
 
-// Raw pointers of one call, all tensors contiguous; per head: q, k (n, c), v, out, grad (n, m),
-// log_decay, d_log_decay (n), states (c, m).
+// Raw pointers of one call beyond the common ones (common/cpu/state_args.h); per head: log_decay,
+// d_log_decay (n); the kept chunk states (spans, c, m).
 template <typename scalar_t, typename T>
-struct Args {
-  const scalar_t *q, *k, *v;
-  const T* log_decay;
-  const T* state0 = nullptr;      // initial state; null: zeros
-  scalar_t* out = nullptr;        // forward
-  T* state_out = nullptr;         // forward: final state; backward: the initial state's gradient
-  const scalar_t* grad = nullptr; // backward: gradient of out
-  const T* grad_state = nullptr;  // backward: gradient of the final state; null: zeros
-  scalar_t *dq = nullptr, *dk = nullptr, *dv = nullptr;
+struct Args : cpu::StateArgs<scalar_t, T> {
+  const T* log_decay = nullptr;
   T* d_log_decay = nullptr;
   T* chunk_states = nullptr;      // forward: written; backward: read; null: none kept
   int64_t state_spacing = 0;      // positions between the chunk states, a multiple of kChunk
   bool stream_gradients = false;  // backward: dq, dk, dv written past the caches
 };
 
-// The per-head passes of one vector path and input dtype.
-template <typename scalar_t, typename T>
-struct Passes {
-  void (*forward)(const Dims&, const Args<scalar_t, T>&, int64_t head);
-  void (*backward)(const Dims&, const Args<scalar_t, T>&, int64_t head);
-};
-
-using Path = cpu::PathTable<Passes>;
+using Path = cpu::HeadPath<Args>;
 
 // Null when not compiled into this build (the x86-64 paths elsewhere).
 const Path* avx512_path();

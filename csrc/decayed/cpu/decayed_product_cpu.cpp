@@ -64,7 +64,11 @@ at::Tensor decayed_whole(const at::Tensor& state, const at::Tensor& log_decay) {
 template <typename scalar_t, typename T>
 Args<scalar_t, T> args_of(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
                           const at::Tensor& state0, at::Tensor& state_out) {
-  Args<scalar_t, T> a{q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(), log_decay.data_ptr<T>()};
+  Args<scalar_t, T> a;
+  a.q = q.data_ptr<scalar_t>();
+  a.k = k.data_ptr<scalar_t>();
+  a.v = v.data_ptr<scalar_t>();
+  a.log_decay = log_decay.data_ptr<T>();
   a.state0 = data_or_null<T>(state0);
   a.state_out = state_out.data_ptr<T>();
   return a;

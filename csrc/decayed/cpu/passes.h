@@ -78,7 +78,7 @@ void backward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
 }
 
 template <typename scalar_t, typename T>
-constexpr Passes<scalar_t, T> kPasses{&forward_head<scalar_t, T>, &backward_head<scalar_t, T>};
+constexpr cpu::HeadPasses<Args, scalar_t, T> kPasses{&forward_head<scalar_t, T>, &backward_head<scalar_t, T>};
 
 }  // namespace
 }  // namespace lintf::decayed
