@@ -8,7 +8,8 @@
 // gz): a forward sweep gives dq_i = S_i g_i + gz_i z_i from the prefix state (kept value-major, S^T,
 // so that it is the recurrence's state), a reverse sweep gives dv_j = R_j^T k_j and
 // dk_j = R_j v_j + r_j from the suffix state R_j = sum_{i>=j} q_i g_i^T (and its transpose, a
-// second recurrence), r_j = sum_{i>=j} gz_i q_i. Both sweeps keep only O(C M) state, so memory
+// second recurrence; on AVX-512 in fp32 one update of R serves both, tile::merged_suffix_recurrence),
+// r_j = sum_{i>=j} gz_i q_i. Both sweeps keep only O(C M) state, so memory
 // beyond inputs, outputs and gradients does not grow with N. Where a sweep starts (the initial
 // state, the final state's gradient, or the state a previous range of chunks left) is the
 // scheduler's business (parallel.h); `totals` computes the states that connect
@@ -125,8 +126,9 @@ void dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t
 }
 
 // dk_j = sum_{i>=j} (v_j . g_i + gz_i) q_i = R_j v_j + r_j and
-// dv_j = sum_{i>=j} (k_j . q_i) g_i = R_j^T k_j, with the suffix state R (and its transpose in the
-// workspace, kept in step) for later positions. Prefetches the rows of chunk `ahead_t0` in `reads`.
+// dv_j = sum_{i>=j} (k_j . q_i) g_i = R_j^T k_j, with the suffix state R (and, unless tile::kMerged,
+// its transpose in the workspace, kept in step) for later positions. Prefetches the rows of chunk
+// `ahead_t0` in `reads`.
 template <typename scalar_t, typename T>
 void dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, int64_t ahead_t0, unsigned reads,
                 Workspace<T>& w, T* r_state) {
@@ -137,8 +139,12 @@ void dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t
   const T* v = pack_rows(a.v, d, head, t0, d.m, d.mp, w.v);
   prefetch_chunk(d, a, head, ahead_t0, reads, w.ahead);
   T *r_ones = r_state + d.cp * d.mp, *dv = w.rows, *dk = w.cols;
-  tile::recurrence<T>(rows, true, k, q, d.cp, g, d.mp, r_state, dv, &w.ahead);
-  tile::recurrence<T>(rows, true, v, g, d.mp, q, d.cp, w.state_t, dk, &w.ahead);
+  if constexpr (tile::kMerged<T>) {
+    tile::merged_suffix_recurrence(rows, q, k, d.cp, g, v, d.mp, r_state, dv, dk, w.partial, &w.ahead);
+  } else {
+    tile::recurrence<T>(rows, true, k, q, d.cp, g, d.mp, r_state, dv, &w.ahead);
+    tile::recurrence<T>(rows, true, v, g, d.mp, q, d.cp, w.state_t, dk, &w.ahead);
+  }
   for (int64_t r = rows - 1; r >= 0; --r) {
     T* row = dk + r * d.cp;
     add_scaled<T>(r_ones, w.gz[r], q + r * d.cp, d.cp);  // r_ones now includes position r
@@ -176,7 +182,7 @@ template <typename scalar_t, typename T>
 void dkdv(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t first, int64_t last, T* state) {
   Workspace<T> w(d);
   const unsigned reads = kQ | kK | kV | kGrad | (a.gz == nullptr ? kOut : 0);
-  cpu::transpose(state, d.cp, d.mp, w.state_t);  // R^T, for dk
+  if constexpr (!tile::kMerged<T>) cpu::transpose(state, d.cp, d.mp, w.state_t);  // R^T, for dk
   for (int64_t chunk = last - 1; chunk >= first; --chunk) {
     dkdv_chunk(d, a, head, chunk * kChunk, (chunk - 4) * kChunk, reads, w, state);
   }
@@ -193,7 +199,7 @@ void spans(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t firs
   Workspace<T> w(d);
   cpu::AlignedBuffer<T> prefix(d.state_stride());
   const int64_t per = a.span_chunks;
-  cpu::transpose(state, d.cp, d.mp, w.state_t);
+  if constexpr (!tile::kMerged<T>) cpu::transpose(state, d.cp, d.mp, w.state_t);
   for (int64_t start = first + (last - 1 - first) / per * per; start >= first; start -= per) {
     const int64_t end = std::min(last, start + per);
     const T* kept = cpu::span_state(d, a, head, start / per);
