@@ -6,15 +6,18 @@ B=1, H=8, C=M=64, fp32, q and k elu+1 feature maps; threads default to 1, 2 and 
 with torch.set_num_threads). Rows: "lintf op" (the compiled op on the vector path this CPU
 selects), "lintf op, state" (the same continuing from an initial state and returning the final
 one), "lintf op [<path>]" (the op with LINTF_CPU_PATH forcing a narrower vector path for the
-forward and the backward), "lintf pytorch" (the pure-PyTorch path), "sdpa"
+forward and the backward), "[..., recompute]" (LINTF_CPU_BACKWARD=recompute: the constant-memory
+backward; the rows without it run the default, auto, which at this shape keeps a state every 256
+positions for the backward), "lintf pytorch" (the pure-PyTorch path), "sdpa"
 (`scaled_dot_product_attention(is_causal=True)`, while its O(N^2) time fits) and
 "fast-transformers" (pytorch-fast-transformers 0.4.0, imported only here, when installed: its
 CPU `causal_dot_product` plus its normaliser computed in PyTorch the way its
 CausalLinearAttention does). Times: median of 7 calls (3 when a call takes over half a second)
 after a warm-up call, the thread counts taking turns call by call; inputs and the upstream gradient
 of forward+backward are made once, outside the timed calls. GFLOP/s count the minimal work,
-4NCM per head forward and 12NCM forward+backward, against an fp32 matmul (2048^2, fastest of 7
-calls) measured in the same run with the same number of threads. Memory: peak extra resident MB of
+4NCM per head forward and 12NCM forward+backward, against an fp32 matmul (square, 2048^2, fastest of 7
+calls) measured in the same run with the same number of threads; target lines state whether the op's
+forward+backward at N=16384 on one thread reaches 60% of it, on each vector path and backward mode. Memory: peak extra resident MB of
 one call over its inputs (outputs and gradients included), in a child process whose glibc returns
 freed blocks to the OS at once and with the op's output cache off. "first touch" times filling a fresh
 output-sized tensor with 4 KB pages and with 2 MB pages (MADV_HUGEPAGE), the cost an output pays
@@ -89,14 +92,24 @@ def op_with_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Te
 
 
 @dataclasses.dataclass(frozen=True)
-class OpOnPath:
-    """The compiled op with LINTF_CPU_PATH forcing a vector path. run_once keeps the path forced
-    through the backward too, which runs after this call has returned."""
+class ForcedOp:
+    """The compiled op with LINTF_CPU_PATH forcing a vector path and LINTF_CPU_BACKWARD a backward mode (None:
+    as the environment says). run_once keeps both forced through the backward too, which runs after this call
+    has returned."""
 
-    path: str
+    path: str | None = None
+    backward: str | None = None
+
+    def settings(self) -> contextlib.ExitStack:
+        """The forced variables, as one context."""
+        stack = contextlib.ExitStack()
+        for name, value in (("LINTF_CPU_PATH", self.path), ("LINTF_CPU_BACKWARD", self.backward)):
+            if value is not None:
+                stack.enter_context(environment_variable(name, value))
+        return stack
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        with environment_variable("LINTF_CPU_PATH", self.path):
+        with self.settings():
             return causal_linear_attention(q, k, v)
 
 
@@ -107,8 +120,10 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 def implementations() -> dict[str, Fn]:
     if not compiled_op_available("cpu"):
         sys.exit("the compiled op is not available; see the warning above")
-    impls: dict[str, Fn] = {"lintf op": causal_linear_attention, "lintf op, state": op_with_state}
-    impls.update({f"lintf op [{path}]": OpOnPath(path) for path in cpu_vector_paths()[1:]})
+    impls: dict[str, Fn] = {"lintf op": causal_linear_attention, "lintf op [recompute]": ForcedOp(None, "recompute"),
+                            "lintf op, state": op_with_state}
+    for path in cpu_vector_paths()[1:]:
+        impls.update({f"lintf op [{path}]": ForcedOp(path), f"lintf op [{path}, recompute]": ForcedOp(path, "recompute")})
     impls.update({"lintf pytorch": causal_linear_attention_pytorch, "sdpa": sdpa})
     reference = fast_transformers_attention()
     if reference is not None:
@@ -123,8 +138,8 @@ def inputs(n: int, requires_grad: bool) -> list[torch.Tensor]:
 
 def run_once(fn: Fn, tensors: list[torch.Tensor], upstream: torch.Tensor | None) -> None:
     """One forward call, or with an upstream gradient (made once, like the inputs) forward+backward;
-    an OpOnPath's vector path stays forced for both."""
-    forced = environment_variable("LINTF_CPU_PATH", fn.path) if isinstance(fn, OpOnPath) else contextlib.nullcontext()
+    a ForcedOp's settings stay forced for both."""
+    forced = fn.settings() if isinstance(fn, ForcedOp) else contextlib.nullcontext()
     with forced:
         if upstream is None:
             with torch.no_grad():
@@ -266,6 +281,22 @@ def scaling(rows: list[dict], n: int, threads: list[int], peaks: dict[int, float
     return lines
 
 
+TARGET_SHARE = 60  # % of the one-thread fp32 matmul peak that forward+backward at N=16384 should reach
+
+
+def targets(rows: list[dict], n: int, threads: int) -> list[str]:
+    """Whether each compiled-op row (vector path, backward mode) reaches TARGET_SHARE forward+backward at length n."""
+    lines = []
+    for row in (r for r in rows if r["N"] == n and r["threads"] == threads and r["impl"].startswith("lintf op")):
+        if row["impl"] == "lintf op, state":
+            continue
+        share = row["fwd+bwd % peak"]
+        lines.append(f"- target: {row['impl']} forward+backward at N={n}, {threads} thread(s) >= {TARGET_SHARE}% "
+                     f"of the matmul: {'met' if share >= TARGET_SHARE else 'missed'}, {share:.0f}% "
+                     f"({share / TARGET_SHARE:.2f}x the target), peak extra memory {row['fwd+bwd MB']:.0f} MB")
+    return lines
+
+
 def plot(rows: list[dict], threads: list[int], n_ref: int, path: Path) -> None:
     """Time against N (forward, forward+backward) and the thread scaling at n_ref. Each implementation has its
     own colour and marker; thread counts differ in line style and marker fill, forward and backward likewise."""
@@ -361,6 +392,7 @@ def main() -> None:
         "Times are medians; % peak is against the matmul with the same number of threads. Memory: peak extra "
         "resident MB of one call over its inputs.\n",
         f"\n## Thread scaling at N={n_ref}\n\n" + "\n".join(scaling(rows, n_ref, args.threads, peaks)) + "\n",
+        f"\n## Targets\n\n" + "\n".join(targets(rows, n_ref, args.threads[0])) + "\n",
     ]
     for n_threads in args.threads:
         text.append(f"\n## {n_threads} thread(s)\n\n{table(rows, n_threads)}\n")

@@ -8,9 +8,10 @@ TORCH_LIBRARY_FRAGMENT(lintf, m) {
   m.set_python_module("lintf.ops.causal.compiled");
   m.def(
       "causal_product(Tensor q, Tensor k, Tensor v, float eps, bool normalize, Tensor? kv=None, "
-      "Tensor? normaliser=None) -> (Tensor, Tensor, Tensor, Tensor)");
+      "Tensor? normaliser=None, int states_every=0) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def(
       "causal_product_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, "
       "Tensor denominator, bool normalize, Tensor? kv=None, Tensor? normaliser=None, Tensor? grad_kv=None, "
-      "Tensor? grad_normaliser=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+      "Tensor? grad_normaliser=None, Tensor? kept_states=None, int states_every=0) "
+      "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
 }

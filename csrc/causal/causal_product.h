@@ -13,6 +13,11 @@
 // (denominator: (B, H, N) when normalize, else an empty (0,) tensor). The backward takes the
 // gradients of the final state (optional: absent means zero) and returns (dq, dk, dv) in the
 // input dtype and the gradients of the initial state (zeros-based even when it was absent).
+// Kept states: with states_every > 0 (a multiple of 32 on the CPU; 0 elsewhere) the forward also
+// returns the state entering every span of states_every positions, (B, H, ceil(N / states_every),
+// C * M + C) in the accumulation dtype, each kv (C x M, row-major) then z (C); else (B, H, 0, C * M + C).
+// Given back to the backward with the same states_every, they replace the backward's recomputation
+// of prefix states (CPU: csrc/causal/cpu/sweeps.h, `spans`).
 #pragma once
 
 #include "common/inputs.h"
@@ -46,17 +51,31 @@ inline void check_state(const std::optional<at::Tensor>& kv, const std::optional
 }
 
 using ForwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;  // out, den, kv, normaliser
+using KeptForwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;  // and kept states
+// The kept-states tensor (B, H, spans, C * M + C) for q (B, H, N, C) and v (B, H, N, M), uninitialised.
+inline at::Tensor kept_states_like(const at::Tensor& q, const at::Tensor& v, int64_t spans) {
+  return at::empty({q.size(0), q.size(1), spans, q.size(3) * v.size(3) + q.size(3)},
+                   v.options().dtype(accumulation_type(v.scalar_type())));
+}
+
+// A forward's result with no kept states (kernels that keep none: states_every == 0).
+inline KeptForwardResult without_kept_states(const ForwardResult& result, const at::Tensor& q, const at::Tensor& v) {
+  const auto& [out, den, kv, z] = result;
+  return {out, den, kv, z, kept_states_like(q, v, 0)};
+}
+
 using BackwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;  // dq dk dv dkv dz
 
-ForwardResult causal_product_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double eps,
-                                 bool normalize, const std::optional<at::Tensor>& kv,
-                                 const std::optional<at::Tensor>& normaliser);
+KeptForwardResult causal_product_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double eps,
+                                     bool normalize, const std::optional<at::Tensor>& kv,
+                                     const std::optional<at::Tensor>& normaliser, int64_t states_every);
 
 BackwardResult causal_product_backward_cpu(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
                                            const at::Tensor& v, const at::Tensor& out, const at::Tensor& denominator,
                                            bool normalize, const std::optional<at::Tensor>& kv,
                                            const std::optional<at::Tensor>& normaliser,
                                            const std::optional<at::Tensor>& grad_kv,
-                                           const std::optional<at::Tensor>& grad_normaliser);
+                                           const std::optional<at::Tensor>& grad_normaliser,
+                                           const std::optional<at::Tensor>& kept_states, int64_t states_every);
 
 }  // namespace lintf

@@ -40,6 +40,12 @@ const T* data_or_null(const at::Tensor& t) {
   return t.defined() ? t.data_ptr<T>() : nullptr;
 }
 
+// Kept states start every states_every positions, a whole number of the sweeps' chunks (0: none).
+void check_states_every(int64_t states_every) {
+  TORCH_CHECK(states_every >= 0 && states_every % cpu::kChunk == 0, "lintf::causal_product: states_every must be 0 ",
+              "or a positive multiple of ", cpu::kChunk, " on the CPU, got ", states_every);
+}
+
 // Calls with an empty dimension (B*H, N, C or M) skip the kernels; what is left is cheap in ATen.
 void forward_without_kernel(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double eps,
                             bool normalize, const at::Tensor& kv0, const at::Tensor& z0, at::Tensor& out,
@@ -56,6 +62,14 @@ void forward_without_kernel(const at::Tensor& q, const at::Tensor& k, const at::
     if (z0.defined()) prefix = prefix + z0.unsqueeze(2);
     den.copy_((q.to(acc) * prefix).sum(3) + eps);
   }
+}
+
+// The kept states of a call without values (M == 0, the only empty call whose kept states have
+// elements): z0 + sum_{j < s * states_every} k_j for every span s, (B, H, spans, C).
+at::Tensor key_sums_before_spans(const at::Tensor& k, const at::Tensor& z0, int64_t states_every) {
+  const auto ka = k.to(accumulation_type(k.scalar_type()));
+  auto sums = at::cat({at::zeros_like(ka.narrow(2, 0, 1)), ka.cumsum(2)}, 2).slice(2, 0, k.size(2), states_every);
+  return z0.defined() ? sums + z0.unsqueeze(2) : sums;
 }
 
 // The backward of forward_without_kernel: only the final state's gradient reaches k, v and the initial state.
@@ -79,11 +93,12 @@ void backward_without_kernel(const at::Tensor& k, const at::Tensor& v, const at:
 
 }  // namespace
 
-ForwardResult causal_product_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double eps,
-                                 bool normalize, const std::optional<at::Tensor>& kv,
-                                 const std::optional<at::Tensor>& normaliser) {
+KeptForwardResult causal_product_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double eps,
+                                     bool normalize, const std::optional<at::Tensor>& kv,
+                                     const std::optional<at::Tensor>& normaliser, int64_t states_every) {
   check_inputs(q, k, v);
   check_state(kv, normaliser, q, v, "initial state");
+  check_states_every(states_every);
   const cpu::VectorPath& path = cpu::selected_vector_path();
   const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   const auto kv0 = contiguous_or_undefined(kv), z0 = contiguous_or_undefined(normaliser);
@@ -92,9 +107,11 @@ ForwardResult causal_product_cpu(const at::Tensor& q, const at::Tensor& k, const
   auto den = normalize ? at::empty({q.size(0), q.size(1), q.size(2)}, acc_options) : at::empty({0}, acc_options);
   auto kv_final = at::empty({q.size(0), q.size(1), q.size(3), v.size(3)}, acc_options);
   auto z_final = at::empty({q.size(0), q.size(1), q.size(3)}, acc_options);
+  auto kept = kept_states_like(q, v, states_every > 0 ? cpu::ceil_div(q.size(2), states_every) : 0);
   if (q.numel() == 0 || v.numel() == 0) {
     forward_without_kernel(qc, kc, vc, eps, normalize, kv0, z0, out, den, kv_final, z_final);
-    return {out, den, kv_final, z_final};
+    if (kept.numel() > 0) kept.copy_(key_sums_before_spans(kc, z0, states_every));
+    return {out, den, kv_final, z_final, kept};
   }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, vc.scalar_type(), "lintf_causal_product", [&] {
     using T = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
@@ -105,9 +122,10 @@ ForwardResult causal_product_cpu(const at::Tensor& q, const at::Tensor& k, const
     a.normalize = normalize;
     a.kv0 = data_or_null<T>(kv0), a.z0 = data_or_null<T>(z0);
     a.state_kv = kv_final.data_ptr<T>(), a.state_z = z_final.data_ptr<T>();
+    if (states_every > 0) a.span_states = kept.data_ptr<T>(), a.span_chunks = states_every / cpu::kChunk;
     schedule::run_forward(path, dims_of<T>(path, qc, vc), a);
   });
-  return {out, den, kv_final, z_final};
+  return {out, den, kv_final, z_final, kept};
 }
 
 BackwardResult causal_product_backward_cpu(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
@@ -115,10 +133,20 @@ BackwardResult causal_product_backward_cpu(const at::Tensor& grad_out, const at:
                                            bool normalize, const std::optional<at::Tensor>& kv,
                                            const std::optional<at::Tensor>& normaliser,
                                            const std::optional<at::Tensor>& grad_kv,
-                                           const std::optional<at::Tensor>& grad_normaliser) {
+                                           const std::optional<at::Tensor>& grad_normaliser,
+                                           const std::optional<at::Tensor>& kept_states, int64_t states_every) {
   check_inputs(q, k, v);
   check_state(kv, normaliser, q, v, "initial state");
   check_state(grad_kv, grad_normaliser, q, v, "final-state gradient");
+  check_states_every(states_every);
+  const bool keeps = kept_states.has_value() && kept_states->size(2) > 0;
+  if (keeps) {
+    const auto expected = kept_states_like(q, v, cpu::ceil_div(q.size(2), states_every)).sizes();
+    TORCH_CHECK(states_every > 0 && kept_states->sizes() == expected && kept_states->is_contiguous() &&
+                    kept_states->scalar_type() == accumulation_type(v.scalar_type()),
+                "lintf::causal_product_backward: kept_states must be the contiguous ", expected,
+                " tensor the forward returned with states_every=", states_every, ", got ", kept_states->sizes());
+  }
   const cpu::VectorPath& path = cpu::selected_vector_path();
   TORCH_CHECK(grad_out.sizes() == v.sizes() && out.sizes() == v.sizes(),
               "lintf::causal_product_backward: grad_out and out must have v's shape ", v.sizes());
@@ -152,6 +180,7 @@ BackwardResult causal_product_backward_cpu(const at::Tensor& grad_out, const at:
     a.kv0 = data_or_null<T>(kv0), a.z0 = data_or_null<T>(z0);
     a.grad_kv = data_or_null<T>(gkv), a.grad_z = data_or_null<T>(gz);
     a.state_kv = dkv0.data_ptr<T>(), a.state_z = dz0.data_ptr<T>();
+    if (keeps) a.span_states = kept_states->data_ptr<T>(), a.span_chunks = states_every / cpu::kChunk;
     schedule::run_backward(path, dims_of<T>(path, qc, vc), a);
   });
   return {dq, dk, dv, dkv0, dz0};

@@ -6,6 +6,7 @@
 
 #include "causal/cpu/plan.h"
 #include "causal/cpu/recurrence.h"
+#include "causal/cpu/suffix_recurrence.h"
 #include "common/cpu/pack.h"
 
 namespace lintf::cpu {
@@ -17,6 +18,7 @@ using tile::kWidth;
 template <typename T>
 struct Workspace {
   T *q, *qt, *k, *kt, *v, *vt, *g, *o, *gz, *rows, *cols;  // kChunk rows (gz: kChunk values)
+  T* partial;  // kChunk x 8 vectors: dk's partial sums in tile::merged_suffix_recurrence
   T* state_t;  // mp x cp: the transposed suffix state the reverse sweep keeps beside the state
   tile::PrefetchQueue ahead;  // rows of a later chunk, asked for while this one computes
 
@@ -24,7 +26,8 @@ struct Workspace {
     const int64_t wide = std::max(d.cp, d.mp);
     const std::pair<T**, int64_t> slots[] = {{&q, d.cp}, {&qt, d.cp}, {&k, d.cp},   {&kt, d.cp},
                                              {&v, d.mp}, {&vt, d.mp}, {&g, d.mp},   {&o, d.mp},
-                                             {&gz, 1},   {&rows, wide}, {&cols, wide}};
+                                             {&gz, 1},   {&rows, wide}, {&cols, wide},
+                                             {&partial, 8 * kWidth<T>}};
     T* next = buffer_.data();
     for (const auto& [slot, width] : slots) {
       *slot = next;
@@ -35,7 +38,8 @@ struct Workspace {
 
  private:
   static int64_t size(const Dims& d) {
-    return kChunk * (4 * d.cp + 4 * d.mp + 1 + 2 * std::max(d.cp, d.mp)) + d.cp * d.mp;  // the slots, then state_t
+    // the slots, then state_t
+    return kChunk * (4 * d.cp + 4 * d.mp + 1 + 2 * std::max(d.cp, d.mp) + 8 * kWidth<T>) + d.cp * d.mp;
   }
   AlignedBuffer<T> buffer_;
 };

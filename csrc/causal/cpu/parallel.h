@@ -28,12 +28,16 @@ using cpu::ceil_div;
 using cpu::Dims;
 using cpu::StateKind;
 using cpu::VectorPath;
+using cpu::load_state;
+using cpu::store_state;
 
 // Cost of a state-only pass per position relative to the sweeps it prepares. Forward: K^T V
 // (2CM flops per position, as chunk products) against the forward recurrence (4CM and the
-// normaliser). Backward: the dq and dk/dv passes (4CM) against the two sweeps (12CM).
+// normaliser). Backward: the dq and dk/dv passes (4CM) against the two sweeps (12CM); from kept
+// span states only the dk/dv pass (2CM).
 constexpr double kForwardPassCost = 0.4;
 constexpr double kBackwardPassCost = 0.3;
+constexpr double kKeptBackwardPassCost = 0.15;
 // Flops of the sweeps per position, in units of C*M: forward 4, backward 12 (the three recurrences).
 constexpr double kForwardSweepFlops = 4;
 constexpr double kBackwardSweepFlops = 12;
@@ -54,14 +58,17 @@ struct Split {
 
 int64_t available_threads() { return at::in_parallel_region() ? 1 : at::get_num_threads(); }
 
-Split choose_split(const Dims& d, int64_t threads, double pass_cost, double sweep_flops) {
+// `granularity`: segments are whole multiples of that many chunks (the backward from kept span states).
+Split choose_split(const Dims& d, int64_t threads, double pass_cost, double sweep_flops, int64_t granularity = 1) {
   Split best{1, d.chunks, 1};
   double best_time = static_cast<double>(ceil_div(d.heads, threads));  // in sweeps of one whole head
   const double chunk_flops = sweep_flops * static_cast<double>(cpu::kChunk * d.cp * d.mp);
   const double overhead = kSplitOverheadFlops / chunk_flops;  // in sweeps of one chunk
   const int64_t most = std::min(d.chunks / kMinSegmentChunks, 8 * threads);
   for (int64_t wanted = 2; wanted <= most; ++wanted) {
-    const int64_t per = ceil_div(d.chunks, wanted), segments = ceil_div(d.chunks, per);
+    const int64_t per = ceil_div(ceil_div(d.chunks, wanted), granularity) * granularity;
+    const int64_t segments = ceil_div(d.chunks, per);
+    if (segments < 2) continue;
     const int64_t parts = std::clamp<int64_t>(ceil_div(threads, d.heads * (segments - 1)), 1, per);
     const double sweeps = static_cast<double>(ceil_div(d.heads * segments, threads) * per);
     const double pass = pass_cost * static_cast<double>(ceil_div(d.heads * (segments - 1) * parts, threads) *
@@ -70,26 +77,6 @@ Split choose_split(const Dims& d, int64_t threads, double pass_cost, double swee
     if (time < 0.97 * best_time) best = {segments, per, parts}, best_time = time;  // fewer segments on ties
   }
   return best;
-}
-
-// Fills a padded state from one head's kv (C x M) and z (C), zeros for a null part: (cp x mp)
-// kv, or its (mp x cp) transpose when value_major, then z.
-template <typename T>
-void load_state(const Dims& d, const T* kv, const T* z, bool value_major, T* state) {
-  std::fill(state, state + d.state_size(), T(0));
-  if (kv != nullptr) {
-    for (int64_t c = 0; c < d.c; ++c) {
-      for (int64_t m = 0; m < d.m; ++m) state[value_major ? m * d.cp + c : c * d.mp + m] = kv[c * d.m + m];
-    }
-  }
-  if (z != nullptr) std::copy(z, z + d.c, state + d.cp * d.mp);
-}
-
-// Writes the unpadded part of a (not value-major) padded state to one head's kv (C x M) and z (C).
-template <typename T>
-void store_state(const Dims& d, const T* state, T* kv, T* z) {
-  for (int64_t c = 0; c < d.c; ++c) std::copy(state + c * d.mp, state + c * d.mp + d.m, kv + c * d.m);
-  std::copy(state + d.cp * d.mp, state + d.cp * d.mp + d.c, z);
 }
 
 // The start state of every (head, segment) of a sweep of `kind` (kQueryGrad runs in reverse),
@@ -152,21 +139,29 @@ void run_forward(const VectorPath& path, const Dims& d, const Args<scalar_t, T>&
   });
 }
 
+// Without kept span states: the dq sweep from prefix start states, then the dk/dv sweep. With
+// them: segments of whole spans, each running `spans` from its suffix start state alone.
 template <typename scalar_t, typename T>
 void run_backward(const VectorPath& path, const Dims& d, const Args<scalar_t, T>& a) {
-  const Split split = choose_split(d, available_threads(), kBackwardPassCost, kBackwardSweepFlops);
+  const bool kept = a.span_states != nullptr;
+  const Split split = choose_split(d, available_threads(), kept ? kKeptBackwardPassCost : kBackwardPassCost,
+                                   kBackwardSweepFlops, kept ? a.span_chunks : 1);
   const int64_t stride = d.state_stride(), segments = split.segments;
-  AlignedBuffer<T> prefix(d.heads * segments * stride), suffix(d.heads * segments * stride);
-  start_states(path, d, a, split, StateKind::kValueKey, prefix.data());
+  AlignedBuffer<T> prefix(kept ? 0 : d.heads * segments * stride), suffix(d.heads * segments * stride);
+  if (!kept) start_states(path, d, a, split, StateKind::kValueKey, prefix.data());
   start_states(path, d, a, split, StateKind::kQueryGrad, suffix.data());
   const auto& sweeps = path.kernels<scalar_t>();
   at::parallel_for(0, d.heads * segments, 1, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t head = item / segments, segment = item % segments;
       const int64_t first = split.first(segment), last = split.last(d, segment);
-      sweeps.dq(d, a, head, first, last, prefix.data() + item * stride);
       T* state = suffix.data() + item * stride;
-      sweeps.dkdv(d, a, head, first, last, state);
+      if (kept) {
+        sweeps.spans(d, a, head, first, last, state);
+      } else {
+        sweeps.dq(d, a, head, first, last, prefix.data() + item * stride);
+        sweeps.dkdv(d, a, head, first, last, state);
+      }
       if (segment == 0) store_state(d, state, a.state_kv + head * d.c * d.m, a.state_z + head * d.c);
     }
   });

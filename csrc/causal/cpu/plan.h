@@ -31,7 +31,42 @@ struct Args {
   T eps = 0;
   bool normalize = false;
   bool stream_outputs = false;  // backward: gradients too large for the caches, streamed past them
+  // The state entering every span of span_chunks chunks, (heads, spans) of (kv (C x M), z (C)):
+  // written by the forward when not null, read by the backward's `spans` sweep.
+  T* span_states = nullptr;
+  int64_t span_chunks = 0;
 };
+
+// Internal linkage: every unit keeps its own copy, compiled for its own ISA.
+namespace {
+
+// The kept state entering span `span` of head `head` (see Args::span_states).
+template <typename scalar_t, typename T>
+T* span_state(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t span) {
+  return a.span_states + (head * ceil_div(d.chunks, a.span_chunks) + span) * (d.c * d.m + d.c);
+}
+
+// Fills a padded state from one head's kv (C x M) and z (C), zeros for a null part: (cp x mp)
+// kv, or its (mp x cp) transpose when value_major, then z.
+template <typename T>
+void load_state(const Dims& d, const T* kv, const T* z, bool value_major, T* state) {
+  std::fill(state, state + d.state_size(), T(0));
+  if (kv != nullptr) {
+    for (int64_t c = 0; c < d.c; ++c) {
+      for (int64_t m = 0; m < d.m; ++m) state[value_major ? m * d.cp + c : c * d.mp + m] = kv[c * d.m + m];
+    }
+  }
+  if (z != nullptr) std::copy(z, z + d.c, state + d.cp * d.mp);
+}
+
+// Writes the unpadded part of a (not value-major) padded state to one head's kv (C x M) and z (C).
+template <typename T>
+void store_state(const Dims& d, const T* state, T* kv, T* z) {
+  for (int64_t c = 0; c < d.c; ++c) std::copy(state + c * d.mp, state + c * d.mp + d.m, kv + c * d.m);
+  std::copy(state + d.cp * d.mp, state + d.cp * d.mp + d.c, z);
+}
+
+}  // namespace
 
 // Which running state a sweep carries: sum k v^T (C x M) and sum k for the forward, the same
 // stored value-major (M x C) for the dq sweep, sum q g^T and sum q gz for the (reverse) dk/dv sweep.
@@ -49,6 +84,7 @@ struct Sweeps {
   Fn forward;  // outputs (and denominators); kKeyValue, in order
   Fn dq;       // dq; kValueKey, in order
   Fn dkdv;     // dk and dv; kQueryGrad, from the last chunk back to the first
+  Fn spans;    // dq, dk and dv from the kept span states (first: a span boundary); kQueryGrad, as dkdv
 };
 
 using VectorPath = PathTable<Sweeps>;

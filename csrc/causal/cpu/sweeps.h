@@ -8,11 +8,13 @@
 // gz): a forward sweep gives dq_i = S_i g_i + gz_i z_i from the prefix state (kept value-major, S^T,
 // so that it is the recurrence's state), a reverse sweep gives dv_j = R_j^T k_j and
 // dk_j = R_j v_j + r_j from the suffix state R_j = sum_{i>=j} q_i g_i^T (and its transpose, a
-// second recurrence), r_j = sum_{i>=j} gz_i q_i. Both sweeps keep only O(C M) state, so memory
+// second recurrence; on AVX-512 in fp32 one update of R serves both, tile::merged_suffix_recurrence),
+// r_j = sum_{i>=j} gz_i q_i. Both sweeps keep only O(C M) state, so memory
 // beyond inputs, outputs and gradients does not grow with N. Where a sweep starts (the initial
 // state, the final state's gradient, or the state a previous range of chunks left) is the
 // scheduler's business (parallel.h); `totals` computes the states that connect
-// ranges.
+// ranges. When the forward kept its state at every span boundary (a.span_states), `spans` runs
+// both backward sweeps span by span from those states instead of `dq` then `dkdv`.
 #pragma once
 
 #include "causal/cpu/chunk.h"
@@ -103,13 +105,15 @@ void forward_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int6
 }
 
 // dq_i = sum_{j<=i} (g_i . v_j + gz_i) k_j = S_i^T g_i + gz_i z_i with the value-major prefix state.
+// `ahead_t0`: the chunk whose rows to prefetch meanwhile (none when outside the sequence).
 template <typename scalar_t, typename T>
-void dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w, T* st) {
+void dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, int64_t ahead_t0, Workspace<T>& w,
+              T* st) {
   const int64_t rows = std::min(kChunk, d.n - t0);
   const T* g = pack_grad(d, a, head, t0, w, Gz::kFromOutKept);
   const T* k = pack_rows(a.k, d, head, t0, d.c, d.cp, w.k);
   const T* v = pack_rows(a.v, d, head, t0, d.m, d.mp, w.v);
-  prefetch_chunk(d, a, head, t0 + 4 * kChunk, kK | kV | kGrad | kOut, w.ahead);
+  prefetch_chunk(d, a, head, ahead_t0, kK | kV | kGrad | kOut, w.ahead);
   T *z = st + d.cp * d.mp, *dq = w.rows;
   tile::recurrence<T>(rows, false, g, v, d.mp, k, d.cp, st, dq, &w.ahead);
   for (int64_t r = 0; r < rows; ++r) {
@@ -122,19 +126,25 @@ void dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t
 }
 
 // dk_j = sum_{i>=j} (v_j . g_i + gz_i) q_i = R_j v_j + r_j and
-// dv_j = sum_{i>=j} (k_j . q_i) g_i = R_j^T k_j, with the suffix state R (and its transpose in the
-// workspace, kept in step) for later positions.
+// dv_j = sum_{i>=j} (k_j . q_i) g_i = R_j^T k_j, with the suffix state R (and, unless tile::kMerged,
+// its transpose in the workspace, kept in step) for later positions. Prefetches the rows of chunk
+// `ahead_t0` in `reads`.
 template <typename scalar_t, typename T>
-void dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w, T* r_state) {
+void dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, int64_t ahead_t0, unsigned reads,
+                Workspace<T>& w, T* r_state) {
   const int64_t rows = std::min(kChunk, d.n - t0);
   const T* g = pack_grad(d, a, head, t0, w, a.gz == nullptr ? Gz::kFromOut : Gz::kKept);
   const T* q = pack_rows(a.q, d, head, t0, d.c, d.cp, w.q);
   const T* k = pack_rows(a.k, d, head, t0, d.c, d.cp, w.k);
   const T* v = pack_rows(a.v, d, head, t0, d.m, d.mp, w.v);
-  prefetch_chunk(d, a, head, t0 - 4 * kChunk, kQ | kK | kV | kGrad | (a.gz == nullptr ? kOut : 0), w.ahead);
+  prefetch_chunk(d, a, head, ahead_t0, reads, w.ahead);
   T *r_ones = r_state + d.cp * d.mp, *dv = w.rows, *dk = w.cols;
-  tile::recurrence<T>(rows, true, k, q, d.cp, g, d.mp, r_state, dv, &w.ahead);
-  tile::recurrence<T>(rows, true, v, g, d.mp, q, d.cp, w.state_t, dk, &w.ahead);
+  if constexpr (tile::kMerged<T>) {
+    tile::merged_suffix_recurrence(rows, q, k, d.cp, g, v, d.mp, r_state, dv, dk, w.partial, &w.ahead);
+  } else {
+    tile::recurrence<T>(rows, true, k, q, d.cp, g, d.mp, r_state, dv, &w.ahead);
+    tile::recurrence<T>(rows, true, v, g, d.mp, q, d.cp, w.state_t, dk, &w.ahead);
+  }
   for (int64_t r = rows - 1; r >= 0; --r) {
     T* row = dk + r * d.cp;
     add_scaled<T>(r_ones, w.gz[r], q + r * d.cp, d.cp);  // r_ones now includes position r
@@ -145,25 +155,62 @@ void dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t
   w.ahead.drain();
 }
 
+// The forward also keeps the state entering every span of a.span_chunks chunks, when asked (a.span_states).
 template <typename scalar_t, typename T>
 void forward(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t first, int64_t last, T* state) {
   Workspace<T> w(d);
-  for (int64_t chunk = first; chunk < last; ++chunk) forward_chunk(d, a, head, chunk * kChunk, w, state);
+  for (int64_t chunk = first; chunk < last; ++chunk) {
+    if (a.span_states != nullptr && chunk % a.span_chunks == 0) {
+      T* kept = cpu::span_state(d, a, head, chunk / a.span_chunks);
+      cpu::store_state(d, state, kept, kept + d.c * d.m);
+    }
+    forward_chunk(d, a, head, chunk * kChunk, w, state);
+  }
   tile::fence();
 }
 
 template <typename scalar_t, typename T>
 void dq(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t first, int64_t last, T* state) {
   Workspace<T> w(d);
-  for (int64_t chunk = first; chunk < last; ++chunk) dq_chunk(d, a, head, chunk * kChunk, w, state);
+  for (int64_t chunk = first; chunk < last; ++chunk) {
+    dq_chunk(d, a, head, chunk * kChunk, (chunk + 4) * kChunk, w, state);
+  }
   tile::fence();
 }
 
 template <typename scalar_t, typename T>
 void dkdv(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t first, int64_t last, T* state) {
   Workspace<T> w(d);
-  cpu::transpose(state, d.cp, d.mp, w.state_t);  // R^T, for dk
-  for (int64_t chunk = last - 1; chunk >= first; --chunk) dkdv_chunk(d, a, head, chunk * kChunk, w, state);
+  const unsigned reads = kQ | kK | kV | kGrad | (a.gz == nullptr ? kOut : 0);
+  if constexpr (!tile::kMerged<T>) cpu::transpose(state, d.cp, d.mp, w.state_t);  // R^T, for dk
+  for (int64_t chunk = last - 1; chunk >= first; --chunk) {
+    dkdv_chunk(d, a, head, chunk * kChunk, (chunk - 4) * kChunk, reads, w, state);
+  }
+  tile::fence();
+}
+
+// The whole backward of chunks [first, last) (first a span boundary) from the forward's kept span
+// states: span by span from the last, the dq sweep over the span from its kept start state, then
+// the dk/dv sweep back over it, which finds the span's rows in L2 where the dq sweep left them.
+// Meanwhile it prefetches the previous span's rows in the order that span's dq sweep reads them,
+// so each input row comes from memory once (twice without kept states).
+template <typename scalar_t, typename T>
+void spans(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t first, int64_t last, T* state) {
+  Workspace<T> w(d);
+  cpu::AlignedBuffer<T> prefix(d.state_stride());
+  const int64_t per = a.span_chunks;
+  if constexpr (!tile::kMerged<T>) cpu::transpose(state, d.cp, d.mp, w.state_t);
+  for (int64_t start = first + (last - 1 - first) / per * per; start >= first; start -= per) {
+    const int64_t end = std::min(last, start + per);
+    const T* kept = cpu::span_state(d, a, head, start / per);
+    cpu::load_state(d, kept, kept + d.c * d.m, true, prefix.data());
+    for (int64_t chunk = start; chunk < end; ++chunk) dq_chunk(d, a, head, chunk * kChunk, -1, w, prefix.data());
+    for (int64_t chunk = end - 1; chunk >= start; --chunk) {
+      const int64_t ahead = start - per + (end - 1 - chunk);  // the previous span, first chunk first
+      dkdv_chunk(d, a, head, chunk * kChunk, ahead >= first ? ahead * kChunk : -1, kQ | kK | kV | kGrad | kOut, w,
+                 state);
+    }
+  }
   tile::fence();
 }
 
@@ -196,7 +243,7 @@ void totals(const Dims& d, const Args<scalar_t, T>& a, StateKind kind, int64_t h
 
 template <typename scalar_t, typename T>
 constexpr cpu::Sweeps<scalar_t, T> kSweeps{&totals<scalar_t, T>, &forward<scalar_t, T>, &dq<scalar_t, T>,
-                                           &dkdv<scalar_t, T>};
+                                           &dkdv<scalar_t, T>, &spans<scalar_t, T>};
 
 }  // namespace
 }  // namespace lintf::sweep

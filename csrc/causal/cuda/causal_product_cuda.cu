@@ -44,10 +44,8 @@ at::Tensor contiguous_or_undefined(const std::optional<at::Tensor>& t) {
   return t.has_value() ? t->contiguous() : at::Tensor();
 }
 
-ForwardResult causal_product_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double eps,
-                                  bool normalize, const std::optional<at::Tensor>& kv,
-                                  const std::optional<at::Tensor>& normaliser) {
-  check_inputs(q, k, v);
+ForwardResult forward_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double eps, bool normalize,
+                           const std::optional<at::Tensor>& kv, const std::optional<at::Tensor>& normaliser) {
   check_state(kv, normaliser, q, v, "initial state");
   const c10::cuda::CUDAGuard guard(q.device());
   std::optional<chunk::Dims> dims;
@@ -61,13 +59,29 @@ ForwardResult causal_product_cuda(const at::Tensor& q, const at::Tensor& k, cons
   return aten_path::forward(q, k, v, eps, normalize, kv, normaliser);
 }
 
+// The CUDA kernels keep the states their backward needs themselves: states_every must be 0.
+void check_no_kept_states(int64_t states_every) {
+  TORCH_CHECK(states_every == 0, "lintf::causal_product: states_every must be 0 on CUDA (its kernels keep the chunk ",
+              "states they need), got ", states_every);
+}
+
+KeptForwardResult causal_product_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double eps,
+                                      bool normalize, const std::optional<at::Tensor>& kv,
+                                      const std::optional<at::Tensor>& normaliser, int64_t states_every) {
+  check_inputs(q, k, v);
+  check_no_kept_states(states_every);
+  return without_kept_states(forward_cuda(q, k, v, eps, normalize, kv, normaliser), q, v);
+}
+
 BackwardResult causal_product_backward_cuda(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
                                             const at::Tensor& v, const at::Tensor& out, const at::Tensor& denominator,
                                             bool normalize, const std::optional<at::Tensor>& kv,
                                             const std::optional<at::Tensor>& normaliser,
                                             const std::optional<at::Tensor>& grad_kv,
-                                            const std::optional<at::Tensor>& grad_normaliser) {
+                                            const std::optional<at::Tensor>& grad_normaliser,
+                                            const std::optional<at::Tensor>& /*kept_states*/, int64_t states_every) {
   check_inputs(q, k, v);
+  check_no_kept_states(states_every);
   check_state(kv, normaliser, q, v, "initial state");
   check_state(grad_kv, grad_normaliser, q, v, "final-state gradient");
   TORCH_CHECK(grad_out.sizes() == v.sizes() && out.sizes() == v.sizes(),

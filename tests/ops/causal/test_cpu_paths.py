@@ -85,6 +85,7 @@ SHAPES = [  # (B, H, N, C, M)
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.usefixtures("backward_mode")
 def test_each_path_matches_the_reference(forced_path, op, shape, dtype):
     assert cpu_vector_path() == forced_path
     tensors = inputs(*shape, dtype=dtype)
@@ -117,6 +118,7 @@ def test_outputs_larger_than_the_caches_match_the_pytorch_path(forced_path, shap
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.usefixtures("backward_mode")
 def test_each_path_runs_half_inputs_in_fp32(forced_path, dtype):
     low = [t.detach().to(dtype).requires_grad_() if i < 3 else t for i, t in enumerate(inputs(1, 2, 90, 8, 6, torch.float32))]
     got = outputs_and_grads("normalised", low)
@@ -175,6 +177,7 @@ THREAD_CASES = [  # (B, H, N, threads): fewer heads than threads splits each hea
 
 @pytest.mark.parametrize("b, h, n, threads", THREAD_CASES, ids=str)
 @pytest.mark.parametrize("op", OPS)
+@pytest.mark.usefixtures("backward_mode")
 def test_thread_counts_give_the_one_thread_result(b, h, n, threads, op):
     tensors = inputs(b, h, n, 16, 8, torch.float64)
     before = torch.get_num_threads()

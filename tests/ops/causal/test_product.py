@@ -44,6 +44,7 @@ def values_and_grads(fn, tensors: list[torch.Tensor], upstream: torch.Tensor) ->
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.usefixtures("backward_mode")
 def test_forward_and_gradients_match_reference(op, shape, dtype):
     fast, reference = OPS[op]
     tensors = inputs(*shape, dtype=dtype)
@@ -63,20 +64,24 @@ def test_wide_heads(c, m):
 
 
 @pytest.mark.parametrize("op", OPS)
+@pytest.mark.usefixtures("backward_mode")
 def test_gradcheck_float64(op):
     assert torch.autograd.gradcheck(OPS[op][0], inputs(1, 2, 35, 3, 2))
 
 
+@pytest.mark.parametrize("states_every", [0, 32])
 @pytest.mark.parametrize("with_state", [False, True])
 @pytest.mark.parametrize("normalize", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
-def test_opcheck(normalize, dtype, with_state):
+def test_opcheck(normalize, dtype, with_state, states_every):
     q, k, v = (t.detach().to(dtype).requires_grad_() for t in inputs(2, 1, 33, 4, 3))
     acc = torch.float64 if dtype == torch.float64 else torch.float32
     state = (torch.randn(2, 1, 4, 3, dtype=acc, requires_grad=True), torch.rand(2, 1, 4, dtype=acc, requires_grad=True))
-    torch.library.opcheck(torch.ops.lintf.causal_product.default, (q, k, v, 1e-6, normalize, *state[: 2 * with_state]))
+    state = state if with_state else (None, None)
+    torch.library.opcheck(torch.ops.lintf.causal_product.default, (q, k, v, 1e-6, normalize, *state, states_every))
 
 
+@pytest.mark.usefixtures("backward_mode")
 def test_non_contiguous_inputs():
     q, k, v = (t.detach().transpose(1, 2).contiguous().transpose(1, 2).requires_grad_() for t in inputs(2, 3, 40, 6, 4))
     assert not q.is_contiguous()
@@ -91,6 +96,7 @@ def test_non_contiguous_inputs():
 
 
 @pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.usefixtures("backward_mode")
 def test_splitting_heads_across_threads_matches_reference(threads):
     """With fewer heads than threads each head's sequence is split into segments; the first starts
     from the initial state, the last hands on the final state (and the reverse for gradients)."""
@@ -120,6 +126,7 @@ def test_eps_is_added_to_the_denominator():
         torch.testing.assert_close(causal_linear_attention(q, k, v, eps), want)
 
 
+@pytest.mark.usefixtures("backward_mode")
 def test_torch_compile_fullgraph():
     tensors = [t.detach().float().requires_grad_() for t in inputs(1, 2, 45, 4, 3)]
     upstream = torch.randn(1, 2, 45, 3)

@@ -63,6 +63,7 @@ def values_and_grads(outputs: list[torch.Tensor], tensors: list[torch.Tensor], s
 
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.usefixtures("backward_mode")
 def test_matches_reference_with_initial_and_final_state(op, shape, op_path):
     tensors = inputs(*shape)
     got = values_and_grads(run(op, tensors), tensors)
@@ -72,6 +73,7 @@ def test_matches_reference_with_initial_and_final_state(op, shape, op_path):
 
 
 @pytest.mark.parametrize("op", OPS)
+@pytest.mark.usefixtures("backward_mode")
 def test_gradcheck_with_state(op, op_path):
     assert torch.autograd.gradcheck(lambda *t: tuple(run(op, list(t))), inputs(1, 2, 35, 3, 2))
 
@@ -98,6 +100,7 @@ TOLERANCES = {
 @pytest.mark.parametrize("dtype", TOLERANCES, ids=str)
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("split", [0, 1, 32, 37, 64, 69, 70])
+@pytest.mark.usefixtures("backward_mode")
 def test_split_sequence_reproduces_the_whole(split, op, dtype, op_path):
     """Positions [0, split) then [split, N) from the first piece's state equal one call on [0, N)."""
     tensors = inputs(1, 2, 70, 6, 5, dtype)
@@ -111,6 +114,7 @@ def test_split_sequence_reproduces_the_whole(split, op, dtype, op_path):
         torch.testing.assert_close(a, b, **TOLERANCES[dtype])
 
 
+@pytest.mark.usefixtures("backward_mode")
 def test_torch_compile_fullgraph_with_state(op_path):
     tensors = [t.detach().float().requires_grad_() for t in inputs(1, 2, 45, 4, 3)]
 
@@ -125,6 +129,7 @@ def test_torch_compile_fullgraph_with_state(op_path):
         torch.testing.assert_close(a, b.to(a.dtype), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.usefixtures("backward_mode")
 def test_autocast_bf16_keeps_the_state_in_fp32(op_path):
     q, k, v, kv, z = inputs(2, 2, 50, 8, 8, torch.float32)
     with torch.autocast("cpu", dtype=torch.bfloat16):

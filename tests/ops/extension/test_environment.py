@@ -11,7 +11,8 @@ import lintf.ops
 from lintf.ops import check_environment, cpu_vector_paths
 from lintf.ops.extension import build, environment, load
 
-VARIABLES = ("LINTF_EXTENSION", "LINTF_CPU_PATH", "LINTF_CPU_OUTPUT_CACHE_MB", "LINTF_CPU_ARCH", "LINTF_EXTENSION_DIR")
+VARIABLES = ("LINTF_EXTENSION", "LINTF_CPU_PATH", "LINTF_CPU_OUTPUT_CACHE_MB", "LINTF_CPU_ARCH", "LINTF_CPU_BACKWARD",
+             "LINTF_EXTENSION_DIR")
 
 
 @pytest.fixture(autouse=True)
@@ -103,6 +104,19 @@ def test_a_bad_output_cache_size_is_refused(monkeypatch, value):
     monkeypatch.setenv("LINTF_CPU_OUTPUT_CACHE_MB", value)
     allowed = re.escape("use a whole number of MB >= 0 and below 2^40 (0 turns the output cache off)")
     with pytest.raises(ValueError, match=refused("LINTF_CPU_OUTPUT_CACHE_MB", value, allowed)):
+        check_environment()
+
+
+@pytest.mark.parametrize("value", ["recompute", "stored", "auto"])
+def test_backward_modes_pass(monkeypatch, value):
+    monkeypatch.setenv("LINTF_CPU_BACKWARD", value)
+    check_environment()
+
+
+@pytest.mark.parametrize("value", ["store", "Auto", "0"])
+def test_an_unknown_backward_mode_is_refused(monkeypatch, value):
+    monkeypatch.setenv("LINTF_CPU_BACKWARD", value)
+    with pytest.raises(ValueError, match=refused("LINTF_CPU_BACKWARD", value, "use one of recompute, stored, auto")):
         check_environment()
 
 
