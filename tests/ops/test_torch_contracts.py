@@ -84,20 +84,20 @@ def probe_op():
 
     library.impl("probe", cpu, "CPU")
     library.impl("probe", autocast, "AutocastCPU")
-    library.impl("probe", autocast, "AutocastCUDA")  # the key name lintf.ops.causal.compiled registers for CUDA
+    library.impl("probe", autocast, "AutocastCUDA")  # the key name lintf.ops.common.compiled_op registers for CUDA
     yield calls
     del library  # its registrations go with it
 
 
 def test_autocast_off_inside_an_autocast_kernel_reaches_the_device_kernel(probe_op):
-    """lintf.ops.causal.compiled._autocast_kernel: the op runs once in the autocast dtype, the fp32 state uncast."""
+    """lintf.ops.common.compiled_op.autocast_kernel: the op runs once in the autocast dtype, the fp32 state uncast."""
     x, state = torch.ones(3), torch.zeros(2)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = torch.ops.lintf_contract.probe(x, state)
     want = [("AutocastCPU", torch.float32, torch.float32, True), ("CPU", torch.bfloat16, torch.float32, False)]
     assert probe_op == want, (
         "a kernel at the AutocastCPU key that turns autocast off (torch.autocast(..., enabled=False)) no longer "
-        f"reaches the CPU kernel exactly once ({probe_op}); lintf.ops.causal.compiled's autocast rule must change"
+        f"reaches the CPU kernel exactly once ({probe_op}); lintf.ops.common.compiled_op's autocast rule must change"
     )
     assert out.dtype == torch.bfloat16
     probe_op.clear()

@@ -33,16 +33,13 @@ from lintf.ops import extension
 from lintf.ops.causal.chunked import causal_product_pytorch
 from lintf.ops.causal.state import LinearAttentionState
 from lintf.ops.common.backward_mode import stores_chunk_states
+from lintf.ops.common import compiled_op
 from lintf.ops.common.dtypes import accumulation_dtype
-from lintf.ops.common.recorded_gradients import not_differentiable, recorded_gradients
+from lintf.ops.common.recorded_gradients import recorded_gradients
 
-_OP = "lintf::causal_product"
-_BACKWARD_OP = "lintf::causal_product_backward"
-_AUTOCAST_KEYS = {"cpu": "AutocastCPU", "cuda": "AutocastCUDA"}  # the dispatch key of each device's autocast
 # Positions between the states a CPU forward keeps for its backward: a multiple of the sweeps' 32-position
 # chunks. At C = M = 64 the states take 1/12 of q, k and v's bytes, within LINTF_CPU_BACKWARD=auto's 1/8.
 STATES_EVERY = 256
-_registered = False
 
 
 @torch.compiler.assume_constant_result
@@ -145,41 +142,10 @@ def _recorded_backward(  # noqa: ANN001 (torch ctx)
     return recorded_gradients((out, *final), (grad_out, grad_kv, grad_normaliser), inputs, ctx.needs_input_grad)
 
 
-def _autocast_kernel(device_type: str):  # noqa: ANN202 (dispatcher kernel)
-    """Run in the autocast dtype (fp32 accumulation is inside the kernel); fp64 and states stay as they are.
-
-    ``torch.library.register_autocast`` would cast the fp32 state too. Autocast turned off inside
-    the kernel excludes the device's autocast dispatch key, so the call below reaches the kernels.
-    """
-
-    def kernel(
-        q: Tensor, k: Tensor, v: Tensor, eps: float, normalize: bool,
-        kv: Tensor | None = None, normaliser: Tensor | None = None, states_every: int = 0,
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        dtype = torch.get_autocast_dtype(device_type)
-        if torch.float64 not in (q.dtype, k.dtype, v.dtype):
-            q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
-        with torch.autocast(device_type, enabled=False):
-            return torch.ops.lintf.causal_product(q, k, v, eps, normalize, kv, normaliser, states_every)
-
-    return kernel
-
-
 def register_python_parts() -> None:
     """Register fake, autograd and autocast rules for the loaded library (idempotent)."""
-    global _registered
-    if _registered:
-        return
-    torch.library.register_fake(_OP, _fake_forward)
-    torch.library.register_fake(_BACKWARD_OP, _fake_backward)
-    torch.library.register_autograd(_OP, _backward, setup_context=_setup_context)
-    torch.library.register_autograd(_BACKWARD_OP, not_differentiable(_BACKWARD_OP, _OP))
-    library = torch.library.Library("lintf", "IMPL")
-    for device_type, key in _AUTOCAST_KEYS.items():
-        library.impl("causal_product", _autocast_kernel(device_type), key)
-    _KEEP_ALIVE.append(library)
-    _registered = True
+    compiled_op.register_rules("causal_product", _fake_forward, _fake_backward, _backward, _setup_context,
+                               autocast=True)
 
 
-_KEEP_ALIVE: list[torch.library.Library] = []
 extension.on_load(register_python_parts)
