@@ -12,6 +12,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+
+from torch import Tensor, is_grad_enabled
 
 BACKWARD_MODES = ("recompute", "stored", "auto")
 AUTO_STATE_SHARE = 1 / 8
@@ -42,3 +45,8 @@ def stores_chunk_states(state_bytes: int, input_bytes: int) -> bool:
     if mode == "auto":
         return state_bytes <= AUTO_STATE_SHARE * input_bytes
     return mode == "stored"
+
+
+def backward_will_follow(tensors: Iterable[Tensor | None]) -> bool:
+    """Whether autograd will differentiate an op of these inputs: grad mode on and one of them requires grad."""
+    return is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)

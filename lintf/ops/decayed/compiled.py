@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from lintf.ops import extension
-from lintf.ops.common.backward_mode import stores_chunk_states
+from lintf.ops.common.backward_mode import backward_will_follow, stores_chunk_states
 from lintf.ops.common import compiled_op
 from lintf.ops.common.compiled_op import fake_state
 from lintf.ops.common.recorded_gradients import recorded_gradients
@@ -53,8 +53,7 @@ def decayed_product(
 
 def keeps_chunk_states(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initial_state: Tensor | None) -> bool:
     """Whether the forward keeps its chunk states: a backward will follow and LINTF_CPU_BACKWARD allows their bytes."""
-    inputs = [t for t in (q, k, v, log_decay, initial_state) if t is not None]
-    if not (torch.is_grad_enabled() and any(t.requires_grad for t in inputs)):
+    if not backward_will_follow((q, k, v, log_decay, initial_state)):
         return False
     batch, heads, length, features = q.shape
     spans = -(-length // STATE_SPACING)
