@@ -8,13 +8,15 @@ log sigmoid(x)/16 with x normal, GLA's temperature) each run: compiled (the C++ 
 built), pytorch (the chunked path: LINTF_EXTENSION=off), and, when ``fla`` is importable
 (``pip install -e ".[bench]"``), FLA's own PyTorch references on the CPU: ``delta_rule_chunkwise``
 and ``delta_rule_recurrence`` (``fla.ops.delta_rule.naive``), ``naive_recurrent_gla``
-(``fla.ops.gla.naive``). The step-by-step references keep a state per position for autograd
-(N C M floats per head), so they run up to ``--recurrent-max`` positions. The causal product's
-compiled forward at the same shape is the yardstick of the delta rule's forward.
+(``fla.ops.gla.naive``). FLA's references run up to ``--reference-max`` positions, and the
+step-by-step ones, which keep a state per position for autograd (N C M floats per head), up to
+``--recurrent-max``. The causal product's compiled forward at the same shape is the yardstick of
+the delta rule's forward.
 
 Per implementation: fwd ms (no gradients), fwd+bwd ms (gradients of q, k, v and beta or the gates),
-median of ``--repeats`` calls after a warm-up call, and MB, the peak extra resident memory of one
-fwd+bwd call over its inputs. Writes benchmarks/results/delta_rule.md and .json.
+median of ``--repeats`` calls after a warm-up call (one call when the warm-up took over
+``--slow-seconds``), and MB, the peak extra resident memory of one fwd+bwd call over its inputs.
+Writes benchmarks/results/delta_rule.md and .json.
 """
 
 from __future__ import annotations
@@ -96,13 +98,15 @@ def call(fn: Op, tensors: list[torch.Tensor], backward: bool) -> Callable[[], No
     return run
 
 
-def measure(fn: Op, extension: str | None, tensors: list[torch.Tensor], repeats: int) -> dict[str, float]:
+def measure(
+    fn: Op, extension: str | None, tensors: list[torch.Tensor], repeats: int, slow_seconds: float
+) -> dict[str, float]:
     """fwd and fwd+bwd milliseconds and fwd+bwd peak extra MB of fn on tensors."""
     with environment_variable("LINTF_EXTENSION", extension):
         with torch.no_grad():
-            forward = median_seconds(call(fn, tensors, False), repeats)
+            forward = median_seconds(call(fn, tensors, False), repeats, slow_seconds=slow_seconds)
         leaves = [t.detach().requires_grad_() for t in tensors]
-        both = median_seconds(call(fn, leaves, True), repeats)
+        both = median_seconds(call(fn, leaves, True), repeats, slow_seconds=slow_seconds)
         memory = peak_extra_mb(call(fn, leaves, True))
     return {"fwd": 1e3 * forward, "fwd+bwd": 1e3 * both, "MB": memory}
 
@@ -110,10 +114,8 @@ def measure(fn: Op, extension: str | None, tensors: list[torch.Tensor], repeats:
 Row = dict[str, object]
 
 
-def run_benchmark(
-    lengths: list[int], dims: list[int], threads: list[int], repeats: int, recurrent_max: int
-) -> list[Row]:
-    """Every implementation at every C = M, thread count and length; step-by-step references up to recurrent_max."""
+def run_benchmark(lengths: list[int], dims: list[int], threads: list[int], args: argparse.Namespace) -> list[Row]:
+    """Every implementation at every C = M, thread count and length; FLA's references up to their maximum N."""
     rows: list[Row] = []
     for dim in dims:
         for n_threads in threads:
@@ -122,9 +124,11 @@ def run_benchmark(
                 inputs = {"delta rule": delta_inputs(n, dim), "gla": gla_inputs(n, dim)}
                 inputs["causal product"] = inputs["delta rule"]
                 for op, name, fn, extension in implementations():
-                    if "recurrent" in name and n > recurrent_max:
+                    if name.startswith("fla") and n > args.reference_max:
                         continue
-                    result = measure(fn, extension, inputs[op], repeats)
+                    if "recurrent" in name and n > args.recurrent_max:
+                        continue
+                    result = measure(fn, extension, inputs[op], args.repeats, args.slow_seconds)
                     rows.append({"op": op, "implementation": name, "C=M": dim, "threads": n_threads, "N": n, **result})
                     print(rows[-1], flush=True)
     return rows
@@ -149,14 +153,15 @@ def targets(rows: list[Row]) -> list[str]:
     return lines
 
 
-def report(rows: list[Row], command: str, repeats: int, load: tuple[float, float]) -> list[str]:
+def report(rows: list[Row], command: str, args: argparse.Namespace, load: tuple[float, float]) -> list[str]:
     lines = [
         "# Delta rule and GLA benchmark (CPU)",
         "",
         f"`{command}`",
         "",
         f"torch {torch.__version__}; CPU: {cpu_model()}; vector path of the compiled ops: {cpu_vector_path()}.",
-        f"B=1, H={HEADS}, fp32; median of {repeats} calls after a warm-up call. compiled: the C++ op; pytorch: the",
+        f"B=1, H={HEADS}, fp32; median of {args.repeats} calls after a warm-up call (one call after a warm-up over "
+        f"{args.slow_seconds:g} s). compiled: the C++ op; pytorch: the",
         "chunked PyTorch path (LINTF_EXTENSION=off); fla: flash-linear-attention's PyTorch references on the CPU.",
         "MB: peak extra resident memory of one fwd+bwd call. Every row ran in this one process, one after another.",
         f"Load average (1 min) before / after: {load[0]:.2f} / {load[1]:.2f} on {os.cpu_count()} cores.",
@@ -178,15 +183,19 @@ def main() -> None:
     parser.add_argument("--dims", type=positive_int, nargs="+", default=[64, 128])
     parser.add_argument("--threads", type=positive_int, nargs="+", default=[1, 2])
     parser.add_argument("--repeats", type=positive_int, default=3)
-    parser.add_argument("--recurrent-max", type=positive_int, default=4096)
+    parser.add_argument("--reference-max", type=positive_int, default=4096, help="longest N of FLA's references")
+    parser.add_argument("--recurrent-max", type=positive_int, default=1024,
+                        help="longest N of FLA's step-by-step references")
+    parser.add_argument("--slow-seconds", type=float, default=2.0,
+                        help="time one call instead of the median of --repeats when the warm-up took longer")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     release_freed_memory_eagerly()
     torch.manual_seed(0)
     load_before = os.getloadavg()[0]
-    rows = run_benchmark(args.lengths, args.dims, args.threads, args.repeats, args.recurrent_max)
+    rows = run_benchmark(args.lengths, args.dims, args.threads, args)
     command = " ".join(["python -m benchmarks.delta_rule", *sys.argv[1:]])
-    lines = report(rows, command, args.repeats, (load_before, os.getloadavg()[0]))
+    lines = report(rows, command, args, (load_before, os.getloadavg()[0]))
     write_report(args.out, "delta_rule", lines, {"rows": rows})
 
 

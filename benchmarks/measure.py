@@ -82,10 +82,18 @@ def peak_extra_mb(fn: Callable[[], Any]) -> float:
     return peak_kib / 1024 - base
 
 
-def median_seconds(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> float:
-    """Median wall time of ``fn`` over ``repeats`` calls after ``warmup`` untimed calls."""
+def median_seconds(fn: Callable[[], Any], repeats: int, warmup: int = 1, slow_seconds: float | None = None) -> float:
+    """Median wall time of ``fn`` over ``repeats`` calls after ``warmup`` untimed calls.
+
+    With ``slow_seconds``, a function whose last warm-up call took longer is timed over one call.
+    """
+    warmup_seconds = 0.0
     for _ in range(warmup):
+        start = time.perf_counter()
         fn()
+        warmup_seconds = time.perf_counter() - start
+    if slow_seconds is not None and warmup_seconds > slow_seconds:
+        repeats = 1
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
