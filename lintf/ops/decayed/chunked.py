@@ -35,9 +35,10 @@ def decayed_product_chunked(
     keys_to_end = k_c * torch.exp(whole.unsqueeze(-1) - within).unsqueeze(-1)  # (B, H, nc, L, C)
     added = keys_to_end.transpose(-1, -2) @ v_c  # (B, H, nc, C, M): what each chunk adds to the state
     entering = []
-    for c in range(n_chunks):
+    # unbind, not indexing in the loop: the backward of x[:, :, c] writes a zero tensor of x's whole size
+    for decay, chunk_added in zip(torch.exp(whole)[..., None, None].unbind(2), added.unbind(2)):
         entering.append(state)
-        state = torch.exp(whole[:, :, c, None, None]) * state + added[:, :, c]
+        state = decay * state + chunk_added
     earlier = torch.stack(entering, dim=2)  # (B, H, nc, C, M): state entering each chunk
     out = out + (q_c * torch.exp(within).unsqueeze(-1)) @ earlier
     return out.reshape(batch, heads, n_chunks * chunk, v.shape[-1])[:, :, :length], state

@@ -89,9 +89,11 @@ def delta_rule_chunked(
     k_end = k_c * (within[..., -1:] - within).exp().unsqueeze(-1)  # diag(exp(b_L - b)) K
     whole = within[..., -1].exp()[..., None, None]  # (B, H, nc, 1, 1)
     outputs = []
-    for c in range(q_c.shape[2]):
-        updates = u[:, :, c] - w[:, :, c] @ state  # U: (B, H, L, M)
-        outputs.append(q_start[:, :, c] @ state + scores[:, :, c] @ updates)
-        state = whole[:, :, c] * state + k_end[:, :, c].transpose(-1, -2) @ updates
+    # unbind, not indexing in the loop: the backward of x[:, :, c] writes a zero tensor of x's whole size
+    per_chunk = (t.unbind(2) for t in (u, w, q_start, scores, whole, k_end))
+    for u_, w_, q_start_, scores_, whole_, k_end_ in zip(*per_chunk):
+        updates = u_ - w_ @ state  # U: (B, H, L, M)
+        outputs.append(q_start_ @ state + scores_ @ updates)
+        state = whole_ * state + k_end_.transpose(-1, -2) @ updates
     out = scale * torch.stack(outputs, dim=2)  # (B, H, nc, L, M)
     return out.reshape(batch, heads, out.shape[2] * chunk, v.shape[-1])[:, :, :length], state

@@ -52,8 +52,10 @@ def gla_chunked(
     whole = within[..., -1, :]  # (B, H, nc, C)
     k_end = k_c * (whole.unsqueeze(-2) - within).exp()
     outputs = []
-    for c in range(q_c.shape[2]):
-        outputs.append(intra[:, :, c] + q_start[:, :, c] @ state)
-        state = whole[:, :, c].exp().unsqueeze(-1) * state + k_end[:, :, c].transpose(-1, -2) @ v_c[:, :, c]
+    # unbind, not indexing in the loop: the backward of x[:, :, c] writes a zero tensor of x's whole size
+    per_chunk = (t.unbind(2) for t in (intra, q_start, whole.exp().unsqueeze(-1), k_end.transpose(-1, -2), v_c))
+    for intra_, q_start_, decay_, k_end_t, v_ in zip(*per_chunk):
+        outputs.append(intra_ + q_start_ @ state)
+        state = decay_ * state + k_end_t @ v_
     out = scale * torch.stack(outputs, dim=2)  # (B, H, nc, L, M)
     return out.reshape(batch, heads, out.shape[2] * chunk, v.shape[-1])[:, :, :length], state
