@@ -1,6 +1,7 @@
 """Stateful training over streams: a character LM trained on 256-character segments, with and without carried state.
 
     python -m benchmarks.stream_lm [--steps 2000] [--attentions linear gated_linear] [--eval-lengths 256 8192 0]
+    python -m benchmarks.stream_lm --add --attentions gla delta_net   # new rows beside the saved ones
 
 Every variant is ``configs/stream_lm.yaml`` (the King James Bible as 16 streams of consecutive
 256-character segments, no position codes) with one of ``--attentions``, trained for the same number
@@ -9,7 +10,8 @@ of steps from the same seed; the two variants of an attention differ only in ``b
 "reset" from an empty state. Each is then tested on the held-out end of the text in contexts of
 every ``--eval-lengths`` (each read in one parallel pass from an empty state; 0 = the whole test
 text as one context, which equals reading it segment by segment with the state carried).
-Writes benchmarks/results/stream_lm.{md,json}.
+Writes benchmarks/results/stream_lm.{md,json}; ``--add`` trains only ``--attentions`` and merges their
+rows into the saved results, which must come from the same steps, eval lengths and overrides.
 """
 
 from __future__ import annotations
@@ -52,25 +54,25 @@ def test_bits_per_char(cli: LintfCLI, eval_length: int) -> float:
     return float(cli.trainer.test(cli.model, datamodule=data, verbose=False)[0]["test/bits_per_char"])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--attentions", nargs="+", default=["linear", "gated_linear"])
-    parser.add_argument("--eval-lengths", type=int, nargs="+", default=[256, 8192, 0])
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("overrides", nargs="*", help="more lintf options after --, e.g. -- --data.init_args.batch_size 8")
-    args = parser.parse_args()
-    rows = []
-    for attention in args.attentions:
-        for variant in VARIANTS:
-            cli = train(attention, variant, args)
-            row = {"attention": attention, "between_segments": variant, "train_seconds": round(cli.train_seconds),
-                   "bits_per_char": {n: test_bits_per_char(cli, n) for n in args.eval_lengths}}
-            print(row, flush=True)
-            rows.append(row)
+def saved_rows(args: argparse.Namespace) -> list[dict]:
+    """The rows of ``--out``'s stream_lm.json that --add keeps: of the same settings, other attentions."""
+    path = args.out / "stream_lm.json"
+    if not path.exists():
+        raise SystemExit(f"--add merges into {path}, which does not exist: run without --add first")
+    saved = json.loads(path.read_text())
+    settings = {"steps": args.steps, "eval_lengths": args.eval_lengths, "overrides": args.overrides}
+    stored = {"steps": saved["steps"], "eval_lengths": saved.get("eval_lengths", [256, 8192, 0]),
+              "overrides": saved.get("overrides", [])}
+    if stored != settings:
+        raise SystemExit(f"--add merges only results of the same settings: {path} holds {stored}, asked for {settings}")
+    return [row for row in saved["results"] if row["attention"] not in args.attentions]
+
+
+def report(rows: list[dict], args: argparse.Namespace) -> list[str]:
     lengths = args.eval_lengths
+    attentions = list(dict.fromkeys(row["attention"] for row in rows))
     lines = ["# Stateful training over streams (truncated BPTT)", "",
-             f"`python -m benchmarks.stream_lm --steps {args.steps} --attentions {' '.join(args.attentions)}`: "
+             f"`python -m benchmarks.stream_lm --steps {args.steps} --attentions {' '.join(attentions)}`: "
              f"configs/stream_lm.yaml, {args.steps} steps of 16 streams x 256 characters, {torch.get_num_threads()} "
              "threads. Test bits per character on the held-out end of the King James Bible, read in contexts of each "
              "length from an empty state (the whole test text: one context, i.e. the state carried throughout).", "",
@@ -78,13 +80,37 @@ def main() -> None:
              + " | ".join(f"contexts of {n}" if n else "whole test text" for n in lengths) + " | training s |",
              "|---|---|" + "---:|" * (len(lengths) + 1)]
     for row in rows:
-        cells = " | ".join(f"{row['bits_per_char'][n]:.3f}" for n in lengths)
+        cells = " | ".join(f"{row['bits_per_char'][str(n)]:.3f}" for n in lengths)
         lines.append(f"| {row['attention']} | {row['between_segments']} | {cells} | {row['train_seconds']} |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--attentions", nargs="+", default=["linear", "gated_linear"])
+    parser.add_argument("--eval-lengths", type=int, nargs="+", default=[256, 8192, 0])
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--add", action="store_true", help="train only --attentions and merge their rows into the "
+                        "saved results of the same settings")
+    parser.add_argument("overrides", nargs="*", help="more lintf options after --, e.g. -- --data.init_args.batch_size 8")
+    args = parser.parse_args()
+    rows = saved_rows(args) if args.add else []
+    for attention in args.attentions:
+        for variant in VARIANTS:
+            cli = train(attention, variant, args)
+            row = {"attention": attention, "between_segments": variant, "train_seconds": round(cli.train_seconds),
+                   "bits_per_char": {str(n): test_bits_per_char(cli, n) for n in args.eval_lengths}}
+            print(row, flush=True)
+            rows.append(row)
+    lines = report(rows, args)
     print("\n".join(lines))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "stream_lm.md").write_text("\n".join(lines) + "\n")
-    (args.out / "stream_lm.json").write_text(json.dumps({"steps": args.steps, "attentions": args.attentions,
-                                                         "results": rows}, indent=2))
+    attentions = list(dict.fromkeys(row["attention"] for row in rows))
+    (args.out / "stream_lm.json").write_text(json.dumps({
+        "steps": args.steps, "eval_lengths": args.eval_lengths, "overrides": args.overrides,
+        "attentions": attentions, "results": rows}, indent=2))
 
 
 if __name__ == "__main__":
