@@ -11,13 +11,15 @@ of steps from the same seed; the two variants of an attention differ only in ``b
 every ``--eval-lengths`` (each read in one parallel pass from an empty state; 0 = the whole test
 text as one context, which equals reading it segment by segment with the state carried).
 Writes benchmarks/results/stream_lm.{md,json}; ``--add`` trains only ``--attentions`` and merges their
-rows into the saved results, which must come from the same steps, eval lengths and overrides.
+rows into the saved results, which must come from the same steps, eval lengths and overrides; it reads
+them again when it writes, so ``--add`` runs started side by side (one per core) all land.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -95,7 +97,9 @@ def main() -> None:
                         "saved results of the same settings")
     parser.add_argument("overrides", nargs="*", help="more lintf options after --, e.g. -- --data.init_args.batch_size 8")
     args = parser.parse_args()
-    rows = saved_rows(args) if args.add else []
+    if args.add:
+        saved_rows(args)  # refuse other settings before training
+    rows = []
     for attention in args.attentions:
         for variant in VARIANTS:
             cli = train(attention, variant, args)
@@ -103,14 +107,23 @@ def main() -> None:
                    "bits_per_char": {str(n): test_bits_per_char(cli, n) for n in args.eval_lengths}}
             print(row, flush=True)
             rows.append(row)
+    if args.add:  # read again now, so that runs started side by side all keep their rows
+        rows = saved_rows(args) + rows
     lines = report(rows, args)
     print("\n".join(lines))
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "stream_lm.md").write_text("\n".join(lines) + "\n")
     attentions = list(dict.fromkeys(row["attention"] for row in rows))
-    (args.out / "stream_lm.json").write_text(json.dumps({
+    write_whole(args.out / "stream_lm.md", "\n".join(lines) + "\n")
+    write_whole(args.out / "stream_lm.json", json.dumps({
         "steps": args.steps, "eval_lengths": args.eval_lengths, "overrides": args.overrides,
         "attentions": attentions, "results": rows}, indent=2))
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write text to path at once (a side-by-side --add run never reads half a file)."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_text(text)
+    os.replace(partial, path)
 
 
 if __name__ == "__main__":
