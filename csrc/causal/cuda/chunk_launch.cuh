@@ -5,7 +5,7 @@
 #include "causal/causal_product.h"
 #include "causal/cuda/chunk_backward.cuh"
 #ifndef LINTF_CUDA_EMULATION  // the emulation supplies its own runtime
-#include "causal/cuda/chunk_runtime.cuh"
+#include "common/cuda/chunk_runtime.cuh"
 #endif
 
 #include <algorithm>

@@ -12,25 +12,19 @@ that on a GPU.
 
 from __future__ import annotations
 
-import hashlib
-import os
-from pathlib import Path
-
 import pytest
 import torch
 import torch.nn.functional as F
 
-from lintf.ops.extension.build import compiler_problem
 from lintf.ops.causal.reference import (
     causal_dot_product_reference,
     causal_linear_attention_reference,
     final_state_reference,
 )
 from lintf.ops.causal.state import LinearAttentionState
+from tests.ops.causal.cuda_emulation.loader import CSRC, EMULATION, cuda_headers, load_emulated
 from tests.ops.scaled_error import scaled_error
 
-EMULATION = Path(__file__).parent / "cuda_emulation"
-CSRC = Path(__file__).resolve().parents[3] / "csrc"
 # (dtype, fp32 matmul precision): fp32 runs as 3xTF32 by default and as TF32 when torch allows it
 KINDS = {
     "fp32": (torch.float32, "highest"),
@@ -45,23 +39,8 @@ SHAPES = [(1, 17, 33), (7, 17, 33), (130, 17, 33), (200, 64, 64), (100, 128, 100
 
 @pytest.fixture(scope="module")
 def emulated():
-    """The emulated op, built once per content of its sources (ninja does not see header changes)."""
-    if os.name != "posix":
-        pytest.skip("the emulation runs threads as POSIX ucontext fibers")
-    problem = compiler_problem()
-    if problem is not None:
-        pytest.skip(problem)
-    from torch.utils.cpp_extension import load
-
-    files = sorted(EMULATION.iterdir()) + [CSRC / "common" / "inputs.h", CSRC / "causal" / "causal_product.h"]
-    files += sorted((CSRC / "causal" / "cuda").glob("*.cuh"))
-    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in files if p.is_file())).hexdigest()
-    return load(
-        name=f"lintf_cuda_emulation_{digest[:12]}",
-        sources=[str(EMULATION / "emulated_op.cpp")],
-        extra_include_paths=[str(EMULATION), str(CSRC)],
-        extra_cflags=["-O2", "-Wno-unknown-pragmas"],
-    )
+    headers = [CSRC / "common" / "inputs.h", CSRC / "causal" / "causal_product.h", *cuda_headers("common/cuda", "causal/cuda")]
+    return load_emulated("lintf_cuda_emulation", EMULATION / "emulated_op.cpp", headers)
 
 
 @pytest.fixture

@@ -1,0 +1,230 @@
+// Chunked CUDA decayed causal product (semantics in ../decayed_product.h), the parts shared by forward and
+// backward: the chunk's decays, each chunk's own contribution to the state, the decayed scan over chunks,
+// and the forward's outputs. Tiles and tensor-core products are the causal kernels' (common/cuda/tile.cuh).
+//
+// The sequence is cut into chunks of kChunk (64) positions; b_t is the cumulative log-decay inside the
+// chunk (restarting at each chunk, computed once by the host), B = b_{kChunk-1} its total (padding
+// positions decay nothing), D[t][s] = exp(b_t - b_s) for s <= t. Every exponent is <= 0. Forward:
+//   1. decayed_state_kernel, one block per (head, chunk, value tile): added_c = (diag(exp(B - b)) K)^T V;
+//   2. decayed_scan_kernel, one thread per (head, state entry): S_c (entering chunk c) in place,
+//      S_{c+1} = exp(B_c) S_c + added_c from S_0 = the initial state, and the final state;
+//   3. decayed_output_kernel, one block per (head, chunk, value tile):
+//        out_c = ((Q K^T) o D) V + diag(exp(b)) Q S_c.
+// States stay fp32 in global memory; tiles enter the tensor cores in the input's type.
+#pragma once
+
+#include "common/cuda/chunk_grid.cuh"
+
+namespace lintf {
+namespace decayed_chunk {
+
+using chunk::Block;
+using chunk::Dims;
+using tile::Causal;
+using tile::kChunk;
+using tile::padded_ld;
+
+// exp(b_t), exp(B - b_t) and b_t of one chunk in shared memory, from the host's in-chunk cumulative
+// log-decays (heads * chunks * kChunk, padded).
+struct Decays {
+  float *b, *to_start, *to_end;
+
+  __device__ void load(const float* cumulative, const Dims& d, const Block& block) {
+    const float* chunk_b = cumulative + (block.head * d.chunks + block.chunk) * int64_t(kChunk);
+    const float total = chunk_b[kChunk - 1];
+    for (int t = threadIdx.x; t < kChunk; t += blockDim.x) {
+      b[t] = chunk_b[t];
+      to_start[t] = expf(chunk_b[t]);
+      to_end[t] = expf(total - chunk_b[t]);
+    }
+  }
+};
+
+// Shared-memory offsets of Decays (3 x kChunk floats).
+__host__ __device__ inline size_t take_decays(tile::Carve& carve) { return carve.take<float>(3 * kChunk); }
+
+__device__ inline Decays decays_at(unsigned char* smem, size_t offset) {
+  float* base = tile::at<float>(smem, offset);
+  return {base, base + kChunk, base + 2 * kChunk};
+}
+
+// c (kChunk x kChunk, fp32) o= D: c_ts exp(b_t - b_s) for s <= t, zero above the diagonal.
+__device__ inline void decay_mask(float* c, int ld, const float* b) {
+  for (int e = threadIdx.x; e < kChunk * kChunk; e += blockDim.x) {
+    const int t = e / kChunk, s = e % kChunk;
+    c[t * ld + s] = s > t ? 0.f : c[t * ld + s] * expf(b[t] - b[s]);
+  }
+}
+
+// c (rows x cols, fp32) = diag(w) c.
+__device__ inline void scale_rows(float* c, int ld, int rows, int cols, const float* w) {
+  for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) c[(e / cols) * ld + e % cols] *= w[e / cols];
+}
+
+// ---- step 1: what each chunk adds to the state --------------------------------------------------------
+
+// added_c = (diag(w) X_c)^T Y_c with w = exp(B - b) (forward: X = K, Y = V) or exp(b) (backward's reverse
+// sweep: X = Q, Y = grad_out), X rounded to the operand type after the scaling.
+template <typename T>
+struct StateArgs {
+  const T *x, *y;           // (heads, n, c), (heads, n, m)
+  const float* cumulative;  // (heads, chunks, kChunk) in-chunk cumulative log-decays
+  bool to_end;              // w = exp(B - b), else exp(b)
+  float* added;             // (heads, chunks, c, m)
+};
+
+template <typename T>
+struct StateLayout {
+  size_t x, y, f, decays, scratch, bytes;
+  __host__ __device__ StateLayout(int cp, int mt) {
+    tile::Carve carve;
+    x = carve.take<T>(kChunk * padded_ld<T>(cp));
+    y = carve.take<T>(kChunk * padded_ld<T>(mt));
+    f = carve.take<float>(max(kChunk * padded_ld<float>(cp), cp * padded_ld<float>(mt)));  // x staged, then added
+    decays = take_decays(carve);
+    scratch = carve.take<float>(tile::kWarps);
+    bytes = carve.bytes;
+  }
+};
+
+template <typename T, bool Split>
+__global__ void __launch_bounds__(tile::kThreads) decayed_state_kernel(StateArgs<T> args, Dims d) {
+  unsigned char* smem = chunk::shared_memory();
+  const StateLayout<T> layout(d.cp, d.mt);
+  T* x = tile::at<T>(smem, layout.x);
+  T* y = tile::at<T>(smem, layout.y);
+  float* f = tile::at<float>(smem, layout.f);
+  float* scratch = tile::at<float>(smem, layout.scratch);
+  Decays decays = decays_at(smem, layout.decays);
+  const Block b(d, true);
+  const int rows = d.chunk_rows(b.chunk), cols = d.tile_cols(b.value_tile), m0 = b.value_tile * d.mt;
+  const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk;
+  const int ldx = padded_ld<T>(d.cp), ldy = padded_ld<T>(d.mt), ldfx = padded_ld<float>(d.cp);
+  const int ldf = padded_ld<float>(d.mt);
+
+  decays.load(args.cumulative, d, b);
+  __syncthreads();
+  const float* w = args.to_end ? decays.to_end : decays.to_start;
+  tile::load_tile(args.x + row0 * d.c, d.c, rows, d.c, w, f, ldfx, kChunk, d.cp);
+  tile::load_tile(args.y + row0 * d.m + m0, d.m, rows, cols, static_cast<const float*>(nullptr), y, ldy, kChunk, d.mt);
+  __syncthreads();
+  const float x_scale = tile::to_operand(f, ldfx, x, ldx, kChunk, d.cp, scratch);
+  __syncthreads();
+  // added (cp x mt) = x^T y: x read as a column-major (cp x kChunk) operand
+  tile::block_mma<T, Split, false, true>(x, ldx, y, ldy, f, ldf, d.cp, d.mt, kChunk, Causal::kNone, 0.f, x_scale);
+  __syncthreads();
+  float* added = args.added + (b.head * d.chunks + b.chunk) * int64_t(d.c) * d.m + m0;
+  for (int e = threadIdx.x; e < d.c * cols; e += blockDim.x) {
+    const int i = e / cols, j = e % cols;
+    added[int64_t(i) * d.m + j] = f[i * ldf + j];
+  }
+}
+
+// ---- step 2: the decayed scan over chunks ---------------------------------------------------------------
+
+// states (heads, chunks, width) in place, in chunk order (reverse: from the last chunk): each entry becomes
+// the running state r before its chunk, then r = exp(B_c) r + entry, from r = start (null: zeros); total
+// (heads, width), if given, receives the last r. Forward: added -> S_c and the final state; reverse: the
+// reverse sweep's added -> R_c = dL/dS after chunk c and dL/dS_0. B_c is the chunk's last cumulative.
+__global__ void decayed_scan_kernel(float* states, const float* cumulative, const float* start, float* total,
+                                    int64_t heads, int64_t chunks, int64_t width, bool reverse) {
+  const int64_t index = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (index >= heads * width) return;
+  const int64_t head = index / width;
+  float* base = states + head * chunks * width + index % width;
+  const float* totals = cumulative + head * chunks * kChunk + (kChunk - 1);  // B_c at totals[c * kChunk]
+  float running = start != nullptr ? start[index] : 0.f;
+  constexpr int kBatch = 8;  // loads in flight per thread
+  for (int64_t s0 = 0; s0 < chunks; s0 += kBatch) {
+    float values[kBatch], decay[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t s = s0 + i, c = reverse ? chunks - 1 - s : s;
+      values[i] = s < chunks ? base[c * width] : 0.f;
+      decay[i] = s < chunks ? expf(totals[c * kChunk]) : 1.f;
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int64_t s = s0 + i, c = reverse ? chunks - 1 - s : s;
+      if (s < chunks) base[c * width] = running;
+      running = decay[i] * running + values[i];
+    }
+  }
+  if (total != nullptr) total[index] = running;
+}
+
+// ---- step 3: the forward's outputs ----------------------------------------------------------------------
+
+template <typename T>
+struct OutputArgs {
+  const T *q, *k, *v;       // (heads, n, c), (heads, n, c), (heads, n, m)
+  const float* cumulative;  // (heads, chunks, kChunk)
+  const float* states;      // S_c entering each chunk: (heads, chunks, c, m)
+  T* out;                   // (heads, n, m)
+};
+
+template <typename T>
+struct OutputLayout {
+  size_t q, ks, v, a, f, decays, scratch, bytes;
+  __host__ __device__ OutputLayout(int cp, int mt) {
+    tile::Carve carve;
+    q = carve.take<T>(kChunk * padded_ld<T>(cp));
+    ks = carve.take<T>(max(kChunk * padded_ld<T>(cp), cp * padded_ld<T>(mt)));  // k, later the state
+    v = carve.take<T>(kChunk * padded_ld<T>(mt));
+    a = carve.take<T>(kChunk * padded_ld<T>(kChunk));
+    f = carve.take<float>(max(kChunk, cp) * padded_ld<float>(max(kChunk, mt)));
+    decays = take_decays(carve);
+    scratch = carve.take<float>(tile::kWarps);
+    bytes = carve.bytes;
+  }
+};
+
+template <typename T, bool Split>
+__global__ void __launch_bounds__(tile::kThreads) decayed_output_kernel(OutputArgs<T> args, Dims d) {
+  unsigned char* smem = chunk::shared_memory();
+  const OutputLayout<T> layout(d.cp, d.mt);
+  T* q = tile::at<T>(smem, layout.q);
+  T* ks = tile::at<T>(smem, layout.ks);
+  T* v = tile::at<T>(smem, layout.v);
+  T* a = tile::at<T>(smem, layout.a);
+  float* f = tile::at<float>(smem, layout.f);
+  float* scratch = tile::at<float>(smem, layout.scratch);
+  Decays decays = decays_at(smem, layout.decays);
+  const Block b(d, true);
+  const int rows = d.chunk_rows(b.chunk), cols = d.tile_cols(b.value_tile), m0 = b.value_tile * d.mt;
+  const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk, state = b.head * d.chunks + b.chunk;
+  const int ldq = padded_ld<T>(d.cp), lds = padded_ld<T>(d.mt), lda = padded_ld<T>(kChunk);
+  const int ldf = padded_ld<float>(max(kChunk, d.mt));
+  const float* no_scale = nullptr;
+
+  decays.load(args.cumulative, d, b);
+  tile::load_tile(args.q + row0 * d.c, d.c, rows, d.c, no_scale, q, ldq, kChunk, d.cp);
+  tile::load_tile(args.k + row0 * d.c, d.c, rows, d.c, no_scale, ks, ldq, kChunk, d.cp);
+  tile::load_tile(args.v + row0 * d.m + m0, d.m, rows, cols, no_scale, v, lds, kChunk, d.mt);
+  __syncthreads();
+  // (q k^T) o D (kChunk x kChunk), k read as a column-major (cp x kChunk) operand
+  tile::block_mma<T, Split, true, false>(q, ldq, ks, ldq, f, ldf, kChunk, kChunk, d.cp, Causal::kLowerOutput, 0.f, 1.f);
+  __syncthreads();
+  decay_mask(f, ldf, decays.b);
+  __syncthreads();
+  const float a_scale = tile::to_operand(f, ldf, a, lda, kChunk, kChunk, scratch);
+  __syncthreads();
+  tile::load_tile(args.states + state * int64_t(d.c) * d.m + m0, d.m, d.c, cols, no_scale, f, ldf, d.cp, d.mt);
+  __syncthreads();
+  const float s_scale = tile::to_operand(f, ldf, ks, lds, d.cp, d.mt, scratch);  // k is no longer needed
+  __syncthreads();
+  // out (kChunk x mt) = diag(exp(b)) q S + ((q k^T) o D) v
+  tile::block_mma<T, Split, true, true>(q, ldq, ks, lds, f, ldf, kChunk, d.mt, d.cp, Causal::kNone, 0.f, s_scale);
+  __syncthreads();
+  scale_rows(f, ldf, kChunk, d.mt, decays.to_start);
+  __syncthreads();
+  tile::block_mma<T, Split, true, true>(a, lda, v, lds, f, ldf, kChunk, d.mt, kChunk, Causal::kLowerA, 1.f, a_scale);
+  __syncthreads();
+  for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
+    const int i = e / cols, j = e % cols;
+    args.out[(row0 + i) * d.m + m0 + j] = tile::from_float<T>(f[i * ldf + j]);
+  }
+}
+
+}  // namespace decayed_chunk
+}  // namespace lintf

@@ -1,0 +1,166 @@
+// Host side of the chunked CUDA decayed product: which shapes it takes (plan), and the launches of the
+// forward (added states, decayed scan, outputs) and of the backward (both sweeps' states, their scans,
+// dq, then dk, dv and d log_decay).
+#pragma once
+
+#include "common/inputs.h"
+#include "decayed/cuda/chunk_backward.cuh"
+#ifndef LINTF_CUDA_EMULATION  // the emulation supplies its own runtime
+#include "common/cuda/chunk_runtime.cuh"
+#endif
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <tuple>
+
+namespace lintf {
+namespace decayed_chunk {
+
+namespace runtime = chunk::runtime;
+
+constexpr int kMaxFeatures = 128;  // c (padded) held whole by a block; larger heads take the ATen form
+
+using ForwardResult = std::tuple<at::Tensor, at::Tensor>;                                       // out, S_N
+using BackwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;  // dq, dk, dv, da, dS0
+
+// Calls fn(T{}, std::bool_constant<Split>{}) for the operand type of dtype: fp32 as TF32, split
+// (3xTF32) unless torch allows TF32 for fp32 matmuls.
+template <typename Fn>
+void dispatch(at::ScalarType dtype, Fn&& fn) {
+  switch (dtype) {
+    case at::kFloat:
+      if (at::globalContext().allowTF32CuBLAS()) {
+        fn(float{}, std::false_type{});
+      } else {
+        fn(float{}, std::true_type{});
+      }
+      break;
+    case at::kHalf: fn(__half{}, std::false_type{}); break;
+    case at::kBFloat16: fn(__nv_bfloat16{}, std::false_type{}); break;
+    default: TORCH_CHECK(false, "lintf::decayed_product (CUDA, chunked): no tensor-core path for ", dtype);
+  }
+}
+
+template <typename T>
+size_t largest_shared_bytes(int cp, int mt) {
+  const size_t a = StateLayout<T>(cp, mt).bytes, b = OutputLayout<T>(cp, mt).bytes;
+  const size_t c = DqLayout<T>(cp, mt).bytes, d = DkvLayout<T>(cp, mt).bytes;
+  return std::max(std::max(a, b), std::max(c, d));
+}
+
+// The dimensions the chunked kernels run q (B, H, N, C), v (B, H, N, M) with, or nullopt when they do
+// not take them: fp64, more than kMaxFeatures features, a GPU before sm_80, too little shared memory
+// for even 16 value columns per block, or more blocks than a grid holds.
+inline std::optional<Dims> plan(const at::Tensor& q, const at::Tensor& v) {
+  const auto dtype = q.scalar_type();
+  if (dtype != at::kFloat && dtype != at::kHalf && dtype != at::kBFloat16) return std::nullopt;
+  const int64_t heads = q.size(0) * q.size(1), n = q.size(2), c = q.size(3), m = v.size(3);
+  if (heads == 0 || n == 0 || c == 0 || m == 0 || c > kMaxFeatures) return std::nullopt;
+  const runtime::DeviceInfo device = runtime::device_info(q.get_device());
+  if (device.major < 8) return std::nullopt;
+  const int cp = tile::round_up(static_cast<int>(c), 16);
+  const int widest = tile::round_up(static_cast<int>(std::min<int64_t>(m, 64)), 16);
+  for (const int mt : {widest, 32, 16}) {
+    if (mt > widest) continue;
+    const size_t bytes = dtype == at::kFloat ? largest_shared_bytes<float>(cp, mt) : largest_shared_bytes<__half>(cp, mt);
+    if (bytes > device.shared_bytes) continue;
+    const int64_t chunks = (n + kChunk - 1) / kChunk, value_tiles = (m + mt - 1) / mt;
+    if (heads * chunks * value_tiles > std::numeric_limits<int32_t>::max()) return std::nullopt;
+    return Dims{heads, n, static_cast<int>(c), static_cast<int>(m), cp, mt, static_cast<int>(chunks),
+                static_cast<int>(value_tiles)};
+  }
+  return std::nullopt;
+}
+
+// b_t, the cumulative log-decay inside each chunk: (heads, chunks, kChunk) fp32, padding positions adding 0.
+inline at::Tensor cumulative_decays(const Dims& d, const at::Tensor& log_decay) {
+  const int64_t padding = int64_t(d.chunks) * kChunk - d.n;
+  const auto flat = log_decay.to(at::kFloat).reshape({d.heads, d.n});
+  return at::constant_pad_nd(flat, {0, padding}).reshape({d.heads, d.chunks, kChunk}).cumsum(2).contiguous();
+}
+
+// The decayed scan (decayed_scan_kernel) of states (heads, chunks, c, m) in place from start (or zeros);
+// total, if given, receives the last running state.
+inline void scan(at::Tensor& states, const at::Tensor& cumulative, const at::Tensor& start, at::Tensor* total,
+                 bool reverse) {
+  const int64_t heads = states.size(0), chunks = states.size(1), width = states.size(2) * states.size(3);
+  const int threads = 256;
+  const int64_t blocks = (heads * width + threads - 1) / threads;
+  runtime::launch(decayed_scan_kernel, blocks, threads, 0, states.data_ptr<float>(), cumulative.data_ptr<float>(),
+                  start.defined() ? start.data_ptr<float>() : nullptr,
+                  total != nullptr ? total->data_ptr<float>() : nullptr, heads, chunks, width, reverse);
+}
+
+template <typename T>
+const T* data(const at::Tensor& t) {
+  return reinterpret_cast<const T*>(t.data_ptr());
+}
+
+// (heads, chunks, c, m) of what each chunk adds: (diag(w) X)^T Y, w = exp(B - b) when to_end, else exp(b).
+template <typename T, bool Split>
+at::Tensor added_states(const Dims& d, const at::Tensor& x, const at::Tensor& y, const at::Tensor& cumulative,
+                        bool to_end) {
+  auto added = at::empty({d.heads, d.chunks, d.c, d.m}, y.options().dtype(at::kFloat));
+  const StateArgs<T> args{data<T>(x), data<T>(y), cumulative.data_ptr<float>(), to_end, added.data_ptr<float>()};
+  runtime::launch(decayed_state_kernel<T, Split>, d.heads * d.chunks * d.value_tiles, tile::kThreads,
+                  StateLayout<T>(d.cp, d.mt).bytes, args, d);
+  return added;
+}
+
+// state0: contiguous fp32 (B, H, C, M) or undefined. Returns (out, final state).
+inline ForwardResult forward(const Dims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             const at::Tensor& log_decay, const at::Tensor& state0) {
+  const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  const auto cumulative = cumulative_decays(d, log_decay);
+  auto final_state = at::empty({q.size(0), q.size(1), d.c, d.m}, v.options().dtype(at::kFloat));
+  auto out = at::empty(vc.sizes(), vc.options());
+  dispatch(v.scalar_type(), [&](auto type, auto split) {
+    using T = decltype(type);
+    constexpr bool kSplit = decltype(split)::value;
+    at::Tensor states = added_states<T, kSplit>(d, kc, vc, cumulative, true);
+    scan(states, cumulative, state0, &final_state, false);
+    const OutputArgs<T> args{data<T>(qc), data<T>(kc), data<T>(vc), cumulative.data_ptr<float>(),
+                             states.data_ptr<float>(), reinterpret_cast<T*>(out.data_ptr())};
+    runtime::launch(decayed_output_kernel<T, kSplit>, d.heads * d.chunks * d.value_tiles, tile::kThreads,
+                    OutputLayout<T>(d.cp, d.mt).bytes, args, d);
+  });
+  return {out, final_state};
+}
+
+// state0, grad_state: contiguous fp32 (B, H, C, M) or undefined. Returns (dq, dk, dv, d log_decay, dS0).
+inline BackwardResult backward(const Dims& d, const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+                               const at::Tensor& v, const at::Tensor& log_decay, const at::Tensor& state0,
+                               const at::Tensor& grad_state) {
+  const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  const auto g = grad_out.to(v.scalar_type()).contiguous();
+  const auto cumulative = cumulative_decays(d, log_decay);
+  const auto f32 = v.options().dtype(at::kFloat);
+  auto final_state = at::empty({d.heads, d.c, d.m}, f32), d_state0 = at::empty({q.size(0), q.size(1), d.c, d.m}, f32);
+  auto dq = at::empty(qc.sizes(), qc.options()), dk = at::empty(kc.sizes(), kc.options());
+  auto dv = at::empty(vc.sizes(), vc.options());
+  auto d_log_decay = at::empty({q.size(0), q.size(1), d.n}, f32);
+  dispatch(v.scalar_type(), [&](auto type, auto split) {
+    using T = decltype(type);
+    constexpr bool kSplit = decltype(split)::value;
+    at::Tensor states = added_states<T, kSplit>(d, kc, vc, cumulative, true);
+    at::Tensor grad_states = added_states<T, kSplit>(d, qc, g, cumulative, false);
+    scan(states, cumulative, state0, &final_state, false);
+    scan(grad_states, cumulative, grad_state, &d_state0, true);
+    // x_c = <R_c, S_{c+1}>: the states leaving each chunk are the next chunk's entering ones, then the final
+    const at::Tensor leaving = at::cat({states.narrow(1, 1, d.chunks - 1), final_state.unsqueeze(1)}, 1);
+    const at::Tensor x = (grad_states * leaving).sum({2, 3}).contiguous();  // (heads, chunks)
+    const BackwardArgs<T> args{data<T>(qc), data<T>(kc), data<T>(vc), data<T>(g), cumulative.data_ptr<float>(),
+                               states.data_ptr<float>(), grad_states.data_ptr<float>(), x.data_ptr<float>(),
+                               reinterpret_cast<T*>(dq.data_ptr()), reinterpret_cast<T*>(dk.data_ptr()),
+                               reinterpret_cast<T*>(dv.data_ptr()), d_log_decay.data_ptr<float>()};
+    runtime::launch(decayed_dq_kernel<T, kSplit>, d.heads * d.chunks, tile::kThreads, DqLayout<T>(d.cp, d.mt).bytes,
+                    args, d);
+    runtime::launch(decayed_dkv_kernel<T, kSplit>, d.heads * d.chunks, tile::kThreads, DkvLayout<T>(d.cp, d.mt).bytes,
+                    args, d);
+  });
+  return {dq, dk, dv, d_log_decay, d_state0};
+}
+
+}  // namespace decayed_chunk
+}  // namespace lintf
