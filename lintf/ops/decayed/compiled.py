@@ -1,8 +1,8 @@
 """The compiled op ``lintf::decayed_product``: when it serves, how to call it, and its fake and autograd rules.
 
-The schema lives in ``csrc/decayed/decayed_product.cpp``, the CPU kernel beside it
-(``csrc/decayed/cpu/decayed_product_cpu.cpp``), built and loaded with the rest of the library by
-``lintf.ops.extension``::
+The schema lives in ``csrc/decayed/decayed_product.cpp``, the kernels beside it (CPU:
+``csrc/decayed/cpu/decayed_product_cpu.cpp``, CUDA: ``csrc/decayed/cuda/decayed_product_cuda.cu``), built
+and loaded with the rest of the library by ``lintf.ops.extension``::
 
     lintf::decayed_product(q, k, v, log_decay, initial_state=None, state_spacing=0)
         -> (out, final_state, chunk_states)
@@ -13,10 +13,11 @@ q, k: (B, H, N, C); v, out, grad_out: (B, H, N, M), all fp16, bf16, fp32 or fp64
 (B, H, N) <= 0, the states (B, H, C, M) and their gradients in the accumulation dtype (fp32, fp64
 for fp64 inputs). The first backward runs the compiled ``decayed_product_backward``; a backward
 that records a graph of its own (``create_graph=True``) differentiates the pure-PyTorch chunked
-path instead. When a backward will follow and ``LINTF_CPU_BACKWARD`` says so
+path instead. When a CPU backward will follow and ``LINTF_CPU_BACKWARD`` says so
 (``lintf.ops.common.backward_mode``), the forward keeps the state entering every span of
 ``STATE_SPACING`` positions, (B, H, ceil(N / STATE_SPACING), C, M), and the backward starts each
-span from its state; otherwise the backward recomputes them and its memory does not grow with N. The extension runs
+span from its state; otherwise (and always on CUDA, whose backward recomputes its chunk states
+itself) state_spacing is 0 and the backward's memory does not grow with N. The extension runs
 ``register_python_parts`` once the library is loaded (``on_load``, below).
 """
 
@@ -38,8 +39,9 @@ STATE_SPACING = 256
 
 
 def serves(device: torch.device) -> bool:
-    """Whether the compiled op runs tensors on device: CPU tensors, the library loaded and LINTF_EXTENSION not off."""
-    return compiled_op.serves("decayed_product", device)
+    """Whether the compiled op runs tensors on device: CPU tensors, or CUDA ones when the library was built with its
+    CUDA kernels; the library loaded and LINTF_EXTENSION not off."""
+    return compiled_op.serves("decayed_product", device, ("cpu", "cuda"))
 
 
 def decayed_product(
@@ -52,8 +54,8 @@ def decayed_product(
 
 
 def keeps_chunk_states(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initial_state: Tensor | None) -> bool:
-    """Whether the forward keeps its chunk states: a backward will follow and LINTF_CPU_BACKWARD allows their bytes."""
-    if not backward_will_follow((q, k, v, log_decay, initial_state)):
+    """Whether the forward keeps its chunk states: a CPU backward will follow and LINTF_CPU_BACKWARD allows their bytes."""
+    if q.device.type != "cpu" or not backward_will_follow((q, k, v, log_decay, initial_state)):
         return False
     batch, heads, length, features = q.shape
     spans = -(-length // STATE_SPACING)

@@ -14,14 +14,14 @@ chunk c adds sum_s exp(b_{L-1} - b_s) k_s v_s^T to it, and the state entering ch
 query t with exp(b_t). Cumulative sums restart at every chunk, so long sequences never subtract
 two large cumulative sums (which would cost fp32 precision). Gradients come from autograd.
 
-On the CPU, when the compiled op is built (``compiled.serves``) and ``LINTF_EXTENSION`` is not
-``off``, the causal passes run ``lintf::decayed_product`` instead (``compiled.py``, kernels in
-``csrc/decayed/``): the same chunked form in C++ with chunks of 32 positions, fp32 accumulation
-(fp64 for fp64), and a backward giving gradients for q, k, v, log_decay and the initial state. That
-backward starts from the state the forward kept every 256 positions when ``LINTF_CPU_BACKWARD``
-allows it (default ``auto``: when those states take at most 1/8 of the inputs' memory), else it
-recomputes them and its memory does not grow with N. Everything else (CUDA tensors, no compiler, double backward)
-takes the PyTorch path here (``chunked.py``).
+When the compiled op is built (``compiled.serves``; on CUDA, built with its CUDA kernels) and
+``LINTF_EXTENSION`` is not ``off``, the causal passes run ``lintf::decayed_product`` instead
+(``compiled.py``, kernels in ``csrc/decayed/``): the same chunked form in C++ (CPU: chunks of 32
+positions; CUDA: tensor-core chunks of 64), fp32 accumulation (fp64 for fp64), and a backward giving
+gradients for q, k, v, log_decay and the initial state. The CPU backward starts from the state the
+forward kept every 256 positions when ``LINTF_CPU_BACKWARD`` allows it (default ``auto``: when those
+states take at most 1/8 of the inputs' memory), else it recomputes them and its memory does not grow
+with N. Everything else (no compiler, double backward) takes the PyTorch path here (``chunked.py``).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def _chunk_length(chunk_size: int | None, length: int) -> int:
 def _causal_pass(
     q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, chunk: int, initial_state: Tensor | None
 ) -> tuple[Tensor, Tensor]:
-    """The causal recurrence on validated inputs: the compiled CPU op where it serves, else the chunked PyTorch one.
+    """The causal recurrence on validated inputs: the compiled op where it serves, else the chunked PyTorch one.
 
     Returns out (B, H, N, M) (v's dtype from the op, the accumulation dtype from PyTorch) and S_N (B, H, C, M).
     """
