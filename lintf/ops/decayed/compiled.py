@@ -54,8 +54,8 @@ def decayed_product(
 
 
 def keeps_chunk_states(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initial_state: Tensor | None) -> bool:
-    """Whether the forward keeps its chunk states: a CPU backward will follow and LINTF_CPU_BACKWARD allows their bytes."""
-    if q.device.type != "cpu" or not backward_will_follow((q, k, v, log_decay, initial_state)):
+    """Whether the forward keeps its chunk states: a non-CUDA backward will follow and LINTF_CPU_BACKWARD allows their bytes."""
+    if q.device.type == "cuda" or not backward_will_follow((q, k, v, log_decay, initial_state)):
         return False
     batch, heads, length, features = q.shape
     spans = -(-length // STATE_SPACING)
