@@ -4,73 +4,16 @@
 
 #include "causal/causal_product.h"
 #include "causal/cuda/chunk_backward.cuh"
-#ifndef LINTF_CUDA_EMULATION  // the emulation supplies its own runtime
-#include "common/cuda/chunk_runtime.cuh"
-#endif
+#include "common/cuda/chunk_plan.cuh"
 
 #include <algorithm>
-#include <limits>
-#include <optional>
 
 namespace lintf {
 namespace chunk {
 
-constexpr int kMaxFeatures = 128;  // c (padded) held whole by a block; larger heads use another path
-
-template <typename T, bool Split_>
-struct Kind {
-  using Type = T;
-  static constexpr bool kSplit = Split_;
-};
-
-// Calls fn(Kind<T, Split>{}) for the operand type of dtype: fp32 as TF32, split (3xTF32) unless torch
-// allows TF32 for fp32 matmuls (torch.backends.cuda.matmul.allow_tf32 / set_float32_matmul_precision).
-template <typename Fn>
-void dispatch(at::ScalarType dtype, Fn&& fn) {
-  switch (dtype) {
-    case at::kFloat:
-      if (at::globalContext().allowTF32CuBLAS()) {
-        fn(Kind<float, false>{});
-      } else {
-        fn(Kind<float, true>{});
-      }
-      break;
-    case at::kHalf: fn(Kind<__half, false>{}); break;
-    case at::kBFloat16: fn(Kind<__nv_bfloat16, false>{}); break;
-    default: TORCH_CHECK(false, "lintf::causal_product (CUDA, chunked): no tensor-core path for ", dtype);
-  }
-}
-
-template <typename T>
-size_t largest_shared_bytes(int cp, int mt) {
-  const size_t a = StateLayout<T>(cp, mt).bytes, b = OutputLayout<T>(cp, mt).bytes;
-  const size_t c = DqLayout<T>(cp, mt).bytes, d = DkvLayout<T>(cp, mt).bytes;
-  return std::max(std::max(a, b), std::max(c, d));
-}
-
-// The dimensions the chunked kernels run q (B, H, N, C), v (B, H, N, M) with, or nullopt when they do
-// not take them: fp64, more than kMaxFeatures features, a GPU before sm_80, too little shared memory
-// for even 16 value columns per block, or more blocks than a grid holds.
+// The dimensions the causal kernels run q (B, H, N, C), v (B, H, N, M) with, or nullopt (see plan_with).
 inline std::optional<Dims> plan(const at::Tensor& q, const at::Tensor& v) {
-  const auto dtype = q.scalar_type();
-  if (dtype != at::kFloat && dtype != at::kHalf && dtype != at::kBFloat16) return std::nullopt;
-  const int64_t heads = q.size(0) * q.size(1), n = q.size(2), c = q.size(3), m = v.size(3);
-  if (heads == 0 || n == 0 || c == 0 || m == 0 || c > kMaxFeatures) return std::nullopt;
-  const runtime::DeviceInfo device = runtime::device_info(q.get_device());
-  if (device.major < 8) return std::nullopt;
-  const int cp = tile::round_up(static_cast<int>(c), 16);
-  const int element = dtype == at::kFloat ? 4 : 2;
-  const int widest = tile::round_up(static_cast<int>(std::min<int64_t>(m, 64)), 16);
-  for (const int mt : {widest, 32, 16}) {
-    if (mt > widest) continue;
-    const size_t bytes = element == 4 ? largest_shared_bytes<float>(cp, mt) : largest_shared_bytes<__half>(cp, mt);
-    if (bytes > device.shared_bytes) continue;
-    const int64_t chunks = (n + tile::kChunk - 1) / tile::kChunk, value_tiles = (m + mt - 1) / mt;
-    if (heads * chunks * value_tiles > std::numeric_limits<int32_t>::max()) return std::nullopt;
-    return Dims{heads, n, static_cast<int>(c), static_cast<int>(m), cp, mt, static_cast<int>(chunks),
-                static_cast<int>(value_tiles)};
-  }
-  return std::nullopt;
+  return plan_with<StateLayout, OutputLayout, DqLayout, DkvLayout>(q, v);
 }
 
 // Exclusive scan of states (heads, chunks, ...) in place from start (heads, ...) or zeros; total gets start + all.
@@ -82,11 +25,6 @@ inline void scan(at::Tensor& states, const at::Tensor& start, at::Tensor* total,
   runtime::launch(state_scan_kernel, blocks, threads, 0, states.data_ptr<float>(),
                   start.defined() ? start.data_ptr<float>() : nullptr,
                   total != nullptr ? total->data_ptr<float>() : nullptr, heads, chunks, width, reverse);
-}
-
-template <typename T>
-const T* data(const at::Tensor& t) {
-  return t.defined() ? reinterpret_cast<const T*>(t.data_ptr()) : nullptr;
 }
 
 // states[0] = (heads, chunks, c, m) and states[1] = (heads, chunks, c) of x, y (see StateArgs).
@@ -108,7 +46,7 @@ inline ForwardResult forward(const Dims& d, const at::Tensor& q, const at::Tenso
   auto kv_final = at::empty({q.size(0), q.size(1), d.c, d.m}, f32), z_final = at::empty({q.size(0), q.size(1), d.c}, f32);
   auto out = at::empty(vc.sizes(), vc.options());
   auto den = normalize ? at::empty({q.size(0), q.size(1), d.n}, f32) : at::empty({0}, f32);
-  dispatch(v.scalar_type(), [&](auto kind) {
+  dispatch(v.scalar_type(), "lintf::causal_product", [&](auto kind) {
     using T = typename decltype(kind)::Type;
     constexpr bool kSplit = decltype(kind)::kSplit;
     chunk_states<T, kSplit>(d, kc, vc, at::Tensor(), at::Tensor(), true, kv, z);
@@ -143,7 +81,7 @@ inline BackwardResult backward(const Dims& d, const at::Tensor& grad_out, const 
   auto d_kv0 = at::empty({q.size(0), q.size(1), d.c, d.m}, f32), d_z0 = at::empty({q.size(0), q.size(1), d.c}, f32);
   auto dq = at::empty(qc.sizes(), qc.options()), dk = at::empty(kc.sizes(), kc.options());
   auto dv = at::empty(vc.sizes(), vc.options());
-  dispatch(v.scalar_type(), [&](auto kind) {
+  dispatch(v.scalar_type(), "lintf::causal_product", [&](auto kind) {
     using T = typename decltype(kind)::Type;
     constexpr bool kSplit = decltype(kind)::kSplit;
     chunk_states<T, kSplit>(d, kc, vc, at::Tensor(), at::Tensor(), normalize, kv, z);

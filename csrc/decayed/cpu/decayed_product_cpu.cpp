@@ -3,8 +3,8 @@
 // vector path that runs now (common/cpu/path.h; LINTF_CPU_PATH, else the widest this CPU runs). The
 // Python side (fake and autograd rules) is lintf/ops/decayed/compiled.py.
 #include "common/cpu/output.h"
-#include "common/inputs.h"
 #include "decayed/decayed_product.h"
+#include "decayed/inputs.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
@@ -24,22 +24,6 @@ constexpr size_t kStreamedGradientBytes = size_t(4) << 20;
 
 const Path& selected_path() {
   return cpu::selected_table({avx512_path(), avx2_path(), portable_path()}, "lintf::decayed_product");
-}
-
-// TORCH_CHECKs for direct torch.ops calls (the Python wrapper raises ValueErrors first).
-void check(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
-           const std::optional<at::Tensor>& state, const char* state_name) {
-  check_inputs(q, k, v);
-  const auto acc = accumulation_type(v.scalar_type());
-  TORCH_CHECK(log_decay.sizes() == q.sizes().slice(0, 3) && log_decay.scalar_type() == acc &&
-                  log_decay.device() == q.device(),
-              "lintf::decayed_product: log_decay must be (B, H, N) = ", q.sizes().slice(0, 3), " of dtype ", acc,
-              " on ", q.device(), ", got ", log_decay.sizes(), ", ", log_decay.scalar_type(), ", ", log_decay.device());
-  if (!state.has_value()) return;
-  const std::vector<int64_t> shape = {q.size(0), q.size(1), q.size(3), v.size(3)};
-  TORCH_CHECK(state->sizes() == at::IntArrayRef(shape) && state->scalar_type() == acc && state->device() == q.device(),
-              "lintf::decayed_product: ", state_name, " must be (B, H, C, M) = ", at::IntArrayRef(shape), " of dtype ",
-              acc, " on ", q.device(), ", got ", state->sizes(), ", ", state->scalar_type(), ", ", state->device());
 }
 
 at::Tensor contiguous_or_undefined(const std::optional<at::Tensor>& t) {
@@ -122,7 +106,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> decayed_product_cpu(const at::Ten
                                                                    const at::Tensor& v, const at::Tensor& log_decay,
                                                                    const std::optional<at::Tensor>& initial_state,
                                                                    int64_t state_spacing) {
-  check(q, k, v, log_decay, initial_state, "initial_state");
+  decayed::check_inputs(q, k, v, log_decay, initial_state, "initial_state");
   check_spacing(state_spacing);
   const Path& path = selected_path();
   const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), lc = log_decay.contiguous();
@@ -150,8 +134,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> decayed_p
     const at::Tensor& log_decay, const std::optional<at::Tensor>& initial_state,
     const std::optional<at::Tensor>& grad_state, const std::optional<at::Tensor>& chunk_states,
     int64_t state_spacing) {
-  check(q, k, v, log_decay, initial_state, "initial_state");
-  check(q, k, v, log_decay, grad_state, "grad_state");
+  decayed::check_inputs(q, k, v, log_decay, initial_state, "initial_state");
+  decayed::check_inputs(q, k, v, log_decay, grad_state, "grad_state");
   check_chunk_states(q, v, chunk_states, state_spacing);
   const auto states = contiguous_or_undefined(chunk_states);
   TORCH_CHECK(grad_out.sizes() == v.sizes(), "lintf::decayed_product_backward: grad_out must have v's shape ",

@@ -3,74 +3,25 @@
 // dq, then dk, dv and d log_decay).
 #pragma once
 
+#include "common/cuda/chunk_plan.cuh"
 #include "common/inputs.h"
 #include "decayed/cuda/chunk_backward.cuh"
-#ifndef LINTF_CUDA_EMULATION  // the emulation supplies its own runtime
-#include "common/cuda/chunk_runtime.cuh"
-#endif
 
-#include <algorithm>
-#include <limits>
-#include <optional>
 #include <tuple>
 
 namespace lintf {
 namespace decayed_chunk {
 
+using chunk::data;
+using chunk::dispatch;
 namespace runtime = chunk::runtime;
-
-constexpr int kMaxFeatures = 128;  // c (padded) held whole by a block; larger heads take the ATen form
 
 using ForwardResult = std::tuple<at::Tensor, at::Tensor>;                                       // out, S_N
 using BackwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;  // dq, dk, dv, da, dS0
 
-// Calls fn(T{}, std::bool_constant<Split>{}) for the operand type of dtype: fp32 as TF32, split
-// (3xTF32) unless torch allows TF32 for fp32 matmuls.
-template <typename Fn>
-void dispatch(at::ScalarType dtype, Fn&& fn) {
-  switch (dtype) {
-    case at::kFloat:
-      if (at::globalContext().allowTF32CuBLAS()) {
-        fn(float{}, std::false_type{});
-      } else {
-        fn(float{}, std::true_type{});
-      }
-      break;
-    case at::kHalf: fn(__half{}, std::false_type{}); break;
-    case at::kBFloat16: fn(__nv_bfloat16{}, std::false_type{}); break;
-    default: TORCH_CHECK(false, "lintf::decayed_product (CUDA, chunked): no tensor-core path for ", dtype);
-  }
-}
-
-template <typename T>
-size_t largest_shared_bytes(int cp, int mt) {
-  const size_t a = StateLayout<T>(cp, mt).bytes, b = OutputLayout<T>(cp, mt).bytes;
-  const size_t c = DqLayout<T>(cp, mt).bytes, d = DkvLayout<T>(cp, mt).bytes;
-  return std::max(std::max(a, b), std::max(c, d));
-}
-
-// The dimensions the chunked kernels run q (B, H, N, C), v (B, H, N, M) with, or nullopt when they do
-// not take them: fp64, more than kMaxFeatures features, a GPU before sm_80, too little shared memory
-// for even 16 value columns per block, or more blocks than a grid holds.
+// The dimensions the decayed kernels run q (B, H, N, C), v (B, H, N, M) with, or nullopt (see plan_with).
 inline std::optional<Dims> plan(const at::Tensor& q, const at::Tensor& v) {
-  const auto dtype = q.scalar_type();
-  if (dtype != at::kFloat && dtype != at::kHalf && dtype != at::kBFloat16) return std::nullopt;
-  const int64_t heads = q.size(0) * q.size(1), n = q.size(2), c = q.size(3), m = v.size(3);
-  if (heads == 0 || n == 0 || c == 0 || m == 0 || c > kMaxFeatures) return std::nullopt;
-  const runtime::DeviceInfo device = runtime::device_info(q.get_device());
-  if (device.major < 8) return std::nullopt;
-  const int cp = tile::round_up(static_cast<int>(c), 16);
-  const int widest = tile::round_up(static_cast<int>(std::min<int64_t>(m, 64)), 16);
-  for (const int mt : {widest, 32, 16}) {
-    if (mt > widest) continue;
-    const size_t bytes = dtype == at::kFloat ? largest_shared_bytes<float>(cp, mt) : largest_shared_bytes<__half>(cp, mt);
-    if (bytes > device.shared_bytes) continue;
-    const int64_t chunks = (n + kChunk - 1) / kChunk, value_tiles = (m + mt - 1) / mt;
-    if (heads * chunks * value_tiles > std::numeric_limits<int32_t>::max()) return std::nullopt;
-    return Dims{heads, n, static_cast<int>(c), static_cast<int>(m), cp, mt, static_cast<int>(chunks),
-                static_cast<int>(value_tiles)};
-  }
-  return std::nullopt;
+  return chunk::plan_with<StateLayout, OutputLayout, DqLayout, DkvLayout>(q, v);
 }
 
 // b_t, the cumulative log-decay inside each chunk: (heads, chunks, kChunk) fp32, padding positions adding 0.
@@ -92,11 +43,6 @@ inline void scan(at::Tensor& states, const at::Tensor& cumulative, const at::Ten
                   total != nullptr ? total->data_ptr<float>() : nullptr, heads, chunks, width, reverse);
 }
 
-template <typename T>
-const T* data(const at::Tensor& t) {
-  return reinterpret_cast<const T*>(t.data_ptr());
-}
-
 // (heads, chunks, c, m) of what each chunk adds: (diag(w) X)^T Y, w = exp(B - b) when to_end, else exp(b).
 template <typename T, bool Split>
 at::Tensor added_states(const Dims& d, const at::Tensor& x, const at::Tensor& y, const at::Tensor& cumulative,
@@ -115,9 +61,9 @@ inline ForwardResult forward(const Dims& d, const at::Tensor& q, const at::Tenso
   const auto cumulative = cumulative_decays(d, log_decay);
   auto final_state = at::empty({q.size(0), q.size(1), d.c, d.m}, v.options().dtype(at::kFloat));
   auto out = at::empty(vc.sizes(), vc.options());
-  dispatch(v.scalar_type(), [&](auto type, auto split) {
-    using T = decltype(type);
-    constexpr bool kSplit = decltype(split)::value;
+  dispatch(v.scalar_type(), "lintf::decayed_product", [&](auto kind) {
+    using T = typename decltype(kind)::Type;
+    constexpr bool kSplit = decltype(kind)::kSplit;
     at::Tensor states = added_states<T, kSplit>(d, kc, vc, cumulative, true);
     scan(states, cumulative, state0, &final_state, false);
     const OutputArgs<T> args{data<T>(qc), data<T>(kc), data<T>(vc), cumulative.data_ptr<float>(),
@@ -140,9 +86,9 @@ inline BackwardResult backward(const Dims& d, const at::Tensor& grad_out, const 
   auto dq = at::empty(qc.sizes(), qc.options()), dk = at::empty(kc.sizes(), kc.options());
   auto dv = at::empty(vc.sizes(), vc.options());
   auto d_log_decay = at::empty({q.size(0), q.size(1), d.n}, f32);
-  dispatch(v.scalar_type(), [&](auto type, auto split) {
-    using T = decltype(type);
-    constexpr bool kSplit = decltype(split)::value;
+  dispatch(v.scalar_type(), "lintf::decayed_product", [&](auto kind) {
+    using T = typename decltype(kind)::Type;
+    constexpr bool kSplit = decltype(kind)::kSplit;
     at::Tensor states = added_states<T, kSplit>(d, kc, vc, cumulative, true);
     at::Tensor grad_states = added_states<T, kSplit>(d, qc, g, cumulative, false);
     scan(states, cumulative, state0, &final_state, false);

@@ -8,9 +8,9 @@
 //
 // The CUDA backward recomputes its chunk states itself: state_spacing must be 0 here (the Python side
 // keeps chunk states only for a CPU backward), and chunk_states comes back empty, (B, H, 0, C, M).
-#include "common/inputs.h"
 #include "decayed/cuda/aten.h"
 #include "decayed/cuda/chunk_launch.cuh"
+#include "decayed/inputs.h"
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -24,19 +24,9 @@ namespace {
 // TORCH_CHECKs for direct torch.ops calls (the Python wrapper raises ValueErrors first).
 void check(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_decay,
            const std::optional<at::Tensor>& state, int64_t state_spacing, const char* state_name) {
-  check_inputs(q, k, v);
-  const auto acc = accumulation_type(v.scalar_type());
-  TORCH_CHECK(log_decay.sizes() == q.sizes().slice(0, 3) && log_decay.scalar_type() == acc &&
-                  log_decay.device() == q.device(),
-              "lintf::decayed_product: log_decay must be (B, H, N) = ", q.sizes().slice(0, 3), " of dtype ", acc,
-              " on ", q.device(), ", got ", log_decay.sizes(), ", ", log_decay.scalar_type(), ", ", log_decay.device());
+  decayed::check_inputs(q, k, v, log_decay, state, state_name);
   TORCH_CHECK(state_spacing == 0, "lintf::decayed_product: state_spacing must be 0 on CUDA (its backward keeps ",
               "the chunk states it needs), got ", state_spacing);
-  if (!state.has_value()) return;
-  const std::vector<int64_t> shape = {q.size(0), q.size(1), q.size(3), v.size(3)};
-  TORCH_CHECK(state->sizes() == at::IntArrayRef(shape) && state->scalar_type() == acc && state->device() == q.device(),
-              "lintf::decayed_product: ", state_name, " must be (B, H, C, M) = ", at::IntArrayRef(shape), " of dtype ",
-              acc, " on ", q.device(), ", got ", state->sizes(), ", ", state->scalar_type(), ", ", state->device());
 }
 
 at::Tensor contiguous_or_undefined(const std::optional<at::Tensor>& t) {

@@ -22,16 +22,10 @@ from lintf.ops.causal.reference import (
     final_state_reference,
 )
 from lintf.ops.causal.state import LinearAttentionState
+from tests.ops.causal.cuda_emulation.cases import KINDS, PLANS, REFUSED, plan
 from tests.ops.causal.cuda_emulation.loader import CSRC, EMULATION, cuda_headers, load_emulated
 from tests.ops.scaled_error import scaled_error
 
-# (dtype, fp32 matmul precision): fp32 runs as 3xTF32 by default and as TF32 when torch allows it
-KINDS = {
-    "fp32": (torch.float32, "highest"),
-    "tf32": (torch.float32, "high"),
-    "bf16": (torch.bfloat16, "highest"),
-    "fp16": (torch.float16, "highest"),
-}
 # largest |error| / max(1, max |reference|) per operand type
 TOLERANCE = {"fp32": 1e-5, "tf32": 3e-3, "bf16": 2e-2, "fp16": 4e-3}
 SHAPES = [(1, 17, 33), (7, 17, 33), (130, 17, 33), (200, 64, 64), (100, 128, 100), (70, 3, 130)]  # (N, C, M)
@@ -156,19 +150,12 @@ def test_non_contiguous_inputs(emulated):
         assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize(
-    "dtype, n, c, m, plan",
-    [
-        (torch.bfloat16, 130, 17, 33, [32, 48, 3, 1]),  # c padded to 16s, value tile = m padded
-        (torch.float16, 64, 64, 200, [64, 64, 1, 4]),  # value tiles of 64 columns
-        (torch.float32, 10, 128, 128, [128, 32, 1, 4]),  # fp32 at 128 features: narrower tiles fit shared memory
-    ],
-)
-def test_plan(emulated, dtype, n, c, m, plan):
-    assert emulated.plan(torch.zeros(1, 1, n, c, dtype=dtype), torch.zeros(1, 1, n, m, dtype=dtype)) == plan
+@pytest.mark.parametrize("dtype, n, c, m, expected", PLANS)
+def test_plan(emulated, dtype, n, c, m, expected):
+    assert plan(emulated, dtype, n, c, m) == expected
 
 
-@pytest.mark.parametrize("dtype, c", [(torch.float64, 8), (torch.float32, 129)])
+@pytest.mark.parametrize("dtype, c", REFUSED)
 def test_plan_refuses_what_other_kernels_serve(emulated, dtype, c):
     with pytest.raises(RuntimeError, match="do not take"):
-        emulated.plan(torch.zeros(1, 1, 10, c, dtype=dtype), torch.zeros(1, 1, 10, 8, dtype=dtype))
+        plan(emulated, dtype, 10, c, 8)

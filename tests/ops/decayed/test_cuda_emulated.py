@@ -17,16 +17,10 @@ import pytest
 import torch
 
 from lintf.ops.decayed.reference import decayed_recurrence_reference
+from tests.ops.causal.cuda_emulation.cases import KINDS, PLANS, REFUSED, plan
 from tests.ops.causal.cuda_emulation.loader import CSRC, cuda_headers, load_emulated
 from tests.ops.scaled_error import scaled_error
 
-# (dtype, fp32 matmul precision): fp32 runs as 3xTF32 by default and as TF32 when torch allows it
-KINDS = {
-    "fp32": (torch.float32, "highest"),
-    "tf32": (torch.float32, "high"),
-    "bf16": (torch.bfloat16, "highest"),
-    "fp16": (torch.float16, "highest"),
-}
 # largest |error| / max(1, max |reference|) per operand type
 TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3, "bf16": 3e-2, "fp16": 5e-3}
 # log_decay drawn log-uniformly from these ranges: strong decays forget within a few positions, weak ones
@@ -136,19 +130,12 @@ def test_results_do_not_depend_on_thread_order(emulated):
     assert all(torch.equal(a, b) for a, b in zip(*results))
 
 
-@pytest.mark.parametrize(
-    "dtype, n, c, m, plan",
-    [
-        (torch.bfloat16, 130, 17, 33, [32, 48, 3, 1]),  # c padded to 16s, value tile = m padded
-        (torch.float16, 64, 64, 200, [64, 64, 1, 4]),  # value tiles of 64 columns
-        (torch.float32, 10, 128, 128, [128, 32, 1, 4]),  # fp32 at 128 features: narrower tiles fit shared memory
-    ],
-)
-def test_plan(emulated, dtype, n, c, m, plan):
-    assert emulated.plan(torch.zeros(1, 1, n, c, dtype=dtype), torch.zeros(1, 1, n, m, dtype=dtype)) == plan
+@pytest.mark.parametrize("dtype, n, c, m, expected", PLANS)
+def test_plan(emulated, dtype, n, c, m, expected):
+    assert plan(emulated, dtype, n, c, m) == expected
 
 
-@pytest.mark.parametrize("dtype, c", [(torch.float64, 8), (torch.float32, 129)])
+@pytest.mark.parametrize("dtype, c", REFUSED)
 def test_plan_leaves_fp64_and_wide_heads_to_the_aten_form(emulated, dtype, c):
     with pytest.raises(RuntimeError, match="do not take"):
-        emulated.plan(torch.zeros(1, 1, 10, c, dtype=dtype), torch.zeros(1, 1, 10, 8, dtype=dtype))
+        plan(emulated, dtype, 10, c, 8)
