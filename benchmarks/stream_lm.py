@@ -11,8 +11,9 @@ of steps from the same seed; the two variants of an attention differ only in ``b
 every ``--eval-lengths`` (each read in one parallel pass from an empty state; 0 = the whole test
 text as one context, which equals reading it segment by segment with the state carried).
 Writes benchmarks/results/stream_lm.{md,json}; ``--add`` trains only ``--attentions`` and merges their
-rows into the saved results, which must come from the same steps, eval lengths and overrides; it reads
-them again when it writes, so ``--add`` runs started side by side (one per core) all land.
+rows into the saved results, which must come from the same steps, eval lengths, overrides and thread
+count; it reads them again when it writes, so ``--add`` runs started side by side (one per core with
+OMP_NUM_THREADS=1) all land.
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ def saved_rows(args: argparse.Namespace) -> list[dict]:
     if not path.exists():
         raise SystemExit(f"--add merges into {path}, which does not exist: run without --add first")
     saved = json.loads(path.read_text())
-    settings = {"steps": args.steps, "eval_lengths": args.eval_lengths, "overrides": args.overrides}
+    settings = {"steps": args.steps, "eval_lengths": args.eval_lengths, "overrides": args.overrides,
+                "threads": torch.get_num_threads()}  # the training seconds compare only on as many threads
     stored = {"steps": saved["steps"], "eval_lengths": saved.get("eval_lengths", [256, 8192, 0]),
-              "overrides": saved.get("overrides", [])}
+              "overrides": saved.get("overrides", []), "threads": saved.get("threads", 1)}
     if stored != settings:
         raise SystemExit(f"--add merges only results of the same settings: {path} holds {stored}, asked for {settings}")
     return [row for row in saved["results"] if row["attention"] not in args.attentions]
@@ -116,7 +118,7 @@ def main() -> None:
     write_whole(args.out / "stream_lm.md", "\n".join(lines) + "\n")
     write_whole(args.out / "stream_lm.json", json.dumps({
         "steps": args.steps, "eval_lengths": args.eval_lengths, "overrides": args.overrides,
-        "attentions": attentions, "results": rows}, indent=2))
+        "threads": torch.get_num_threads(), "attentions": attentions, "results": rows}, indent=2))
 
 
 def write_whole(path: Path, text: str) -> None:
