@@ -72,9 +72,8 @@ def saved_rows(args: argparse.Namespace) -> list[dict]:
     return [row for row in saved["results"] if row["attention"] not in args.attentions]
 
 
-def report(rows: list[dict], args: argparse.Namespace) -> list[str]:
+def report(rows: list[dict], attentions: list[str], args: argparse.Namespace) -> list[str]:
     lengths = args.eval_lengths
-    attentions = list(dict.fromkeys(row["attention"] for row in rows))
     lines = ["# Stateful training over streams (truncated BPTT)", "",
              f"`python -m benchmarks.stream_lm --steps {args.steps} --attentions {' '.join(attentions)}`: "
              f"configs/stream_lm.yaml, {args.steps} steps of 16 streams x 256 characters, {torch.get_num_threads()} "
@@ -111,10 +110,10 @@ def main() -> None:
             rows.append(row)
     if args.add:  # read again now, so that runs started side by side all keep their rows
         rows = saved_rows(args) + rows
-    lines = report(rows, args)
+    attentions = list(dict.fromkeys(row["attention"] for row in rows))
+    lines = report(rows, attentions, args)
     print("\n".join(lines))
     args.out.mkdir(parents=True, exist_ok=True)
-    attentions = list(dict.fromkeys(row["attention"] for row in rows))
     write_whole(args.out / "stream_lm.md", "\n".join(lines) + "\n")
     write_whole(args.out / "stream_lm.json", json.dumps({
         "steps": args.steps, "eval_lengths": args.eval_lengths, "overrides": args.overrides,
