@@ -17,12 +17,19 @@ Writes under ``--out``:
     python -m benchmarks.associative_recall --accelerator gpu       # the same on a GPU
     python -m benchmarks.associative_recall --attentions linear delta_net --lengths 128 --pairs 8 16
     python -m benchmarks.associative_recall --quick                 # a smoke run of a few seconds per cell
+    python -m benchmarks.associative_recall --add --attentions gla  # one more column beside the saved ones
+
+The results are written again as each attention finishes, so a stopped run keeps the attentions it
+finished. ``--add`` keeps the saved attentions of the same settings (sizes, steps, seed, threads) and
+re-reads them at each write, so runs started side by side (one per core, ``OMP_NUM_THREADS=1``) all
+land in one table; it refuses results of other settings.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from functools import partial
 from pathlib import Path
@@ -117,12 +124,40 @@ def plot(results: dict, settings: dict, path: Path) -> None:
     plt.close(figure)
 
 
-def write_results(results: dict, args: argparse.Namespace) -> None:
+def settings_of(args: argparse.Namespace) -> dict:
+    """What a column's numbers depend on: every option but the attentions and the output, and the thread count."""
+    skipped = ("out", "replot", "attentions", "add")
+    return {**{k: v for k, v in vars(args).items() if k not in skipped}, "threads": torch.get_num_threads()}
+
+
+def saved_results(args: argparse.Namespace) -> dict:
+    """The attentions of ``--out``'s associative_recall.json that --add keeps: same settings, not being trained now."""
+    path = Path(args.out) / "associative_recall.json"
+    if not path.exists():
+        return {}
+    saved = json.loads(path.read_text())
+    stored = {k: v for k, v in saved["settings"].items() if k != "attentions"}
+    stored.setdefault("threads", 1)
+    if stored != settings_of(args):
+        raise SystemExit(f"--add merges only results of the same settings: {path} holds {stored}, "
+                         f"asked for {settings_of(args)}")
+    return {name: cells_ for name, cells_ in saved["results"].items() if name not in args.attentions}
+
+
+def in_table_order(results: dict) -> dict:
+    """The compared attentions in their usual order, then any others by name."""
+    rank = {name: index for index, name in enumerate(ATTENTIONS_COMPARED)}
+    return {name: results[name] for name in sorted(results, key=lambda n: (rank.get(n, len(rank)), n))}
+
+
+def write_results(finished: dict, args: argparse.Namespace) -> None:
+    """Write the table, plot and JSON of the finished attentions (and, with --add, of the saved ones)."""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    settings = {k: v for k, v in vars(args).items() if k not in ("out", "replot")}
+    results = in_table_order({**(saved_results(args) if args.add else {}), **finished})
+    settings = {**settings_of(args), "attentions": list(results)}
     plot(results, settings, out / "associative_recall.png")
-    shown = ", ".join(f"{k}={v}" for k, v in settings.items())
+    shown = ", ".join(f"{k}={v}" for k, v in settings.items() if k != "attentions")
     names = list(results)
     lines = [
         "# Multi-query associative recall (MQAR)", "",
@@ -135,9 +170,16 @@ def write_results(results: dict, args: argparse.Namespace) -> None:
     for length, pairs in cells(args.lengths, args.pairs):
         row = [f"{results[name][f'{length}x{pairs}']['accuracy']:.3f}" for name in names]
         lines.append(f"| {length} | {pairs} | {' | '.join(row)} |")
-    (out / "associative_recall.md").write_text("\n".join(lines) + "\n")
-    (out / "associative_recall.json").write_text(json.dumps({"settings": settings, "results": results}, indent=1))
+    write_whole(out / "associative_recall.md", "\n".join(lines) + "\n")
+    write_whole(out / "associative_recall.json", json.dumps({"settings": settings, "results": results}, indent=1))
     print("\n".join(lines))
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write text to path at once (a side-by-side --add run never reads half a file)."""
+    partial_file = path.with_name(f".{path.name}.{os.getpid()}")
+    partial_file.write_text(text)
+    os.replace(partial_file, path)
 
 
 def where(accelerator: str) -> str:
@@ -167,6 +209,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK}")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     parser.add_argument("--replot", action="store_true", help="redraw the PNG from --out's associative_recall.json")
+    parser.add_argument("--add", action="store_true", help="train only --attentions and merge them into the saved "
+                        "results of the same settings")
     args = parser.parse_args(argv)
     if args.quick:
         vars(args).update(QUICK)
@@ -181,13 +225,15 @@ def main(argv: list[str] | None = None) -> None:
         saved = json.loads((Path(args.out) / "associative_recall.json").read_text())
         plot(saved["results"], saved["settings"], Path(args.out) / "associative_recall.png")
         return
+    if args.add:
+        saved_results(args)  # refuse other settings before training
     lengths = sorted({length for length, _ in cells(args.lengths, args.pairs)})
-    results = {name: {cell: result for length in lengths
-                      for cell, result in train_length(name, length, [p for n, p in cells([length], args.pairs)],
-                                                       args).items()}
-               for name in args.attentions}
-    write_results(results, args)
-
+    finished = {}
+    for name in args.attentions:
+        finished[name] = {cell: result for length in lengths
+                          for cell, result in train_length(name, length, [p for n, p in cells([length], args.pairs)],
+                                                           args).items()}
+        write_results(finished, args)
 
 if __name__ == "__main__":
     main()

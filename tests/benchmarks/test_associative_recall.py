@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from benchmarks.associative_recall import ATTENTIONS_COMPARED, cells, main
+from benchmarks.associative_recall import ATTENTIONS_COMPARED, cells, main, parse, settings_of
 from lintf.registry import ATTENTIONS
 
 
@@ -31,6 +31,22 @@ def test_quick_run_writes_results(tmp_path):
     assert "| N | pairs | linear | delta_net |" in table and table.count("\n| 32 |") == 2
     assert (tmp_path / "associative_recall.png").stat().st_size > 0
     main(["--replot", "--out", str(tmp_path)])
+
+    main(["--quick", "--add", "--attentions", "gla", "--out", str(tmp_path)])  # one more column, the others kept
+    merged = json.loads((tmp_path / "associative_recall.json").read_text())
+    assert list(merged["results"]) == ["linear", "gla", "delta_net"]  # the usual order, whoever finished first
+    assert merged["results"]["linear"] == saved["results"]["linear"]
+    assert merged["settings"]["attentions"] == ["linear", "gla", "delta_net"]
+    assert "| N | pairs | linear | gla | delta_net |" in (tmp_path / "associative_recall.md").read_text()
+
+
+def test_add_refuses_results_of_other_settings(tmp_path, capsys):
+    other = {**settings_of(parse(["--quick"])), "seed": 7, "attentions": ["linear"]}
+    saved = tmp_path / "associative_recall.json"
+    saved.write_text(json.dumps({"settings": other, "results": {"linear": {}}}))
+    with pytest.raises(SystemExit, match="merges only results of the same settings"):
+        main(["--quick", "--add", "--attentions", "gla", "--out", str(tmp_path)])
+    assert json.loads(saved.read_text())["settings"] == other  # nothing trained, nothing overwritten
 
 
 def test_no_cell_that_fits_is_refused(capsys):
