@@ -33,7 +33,7 @@ from lintf.ops import extension
 from lintf.ops.causal.chunked import causal_product_pytorch
 from lintf.ops.causal.state import LinearAttentionState
 from lintf.ops.common import compiled_op
-from lintf.ops.common.backward_mode import backward_will_follow, stores_chunk_states
+from lintf.ops.common.backward_mode import keeps_states_for_cpu_backward
 from lintf.ops.common.dtypes import accumulation_dtype
 from lintf.ops.common.recorded_gradients import recorded_gradients
 
@@ -58,12 +58,10 @@ def kept_state_bytes(q: Tensor, v: Tensor) -> int:
 
 def states_every(q: Tensor, k: Tensor, v: Tensor, initial_state: LinearAttentionState | None) -> int:
     """Positions between the states the forward keeps for its backward: 0 (none) unless a CPU backward may follow
-    and ``stores_chunk_states`` (``LINTF_CPU_BACKWARD``) wants them."""
+    and ``keeps_states_for_cpu_backward`` (``LINTF_CPU_BACKWARD``) wants them."""
     tensors = (q, k, v) if initial_state is None else (q, k, v, *initial_state)
-    if q.device.type != "cpu" or not backward_will_follow(tensors):
-        return 0
     input_bytes = sum(t.numel() * t.element_size() for t in (q, k, v))
-    return STATES_EVERY if stores_chunk_states(kept_state_bytes(q, v), input_bytes) else 0
+    return STATES_EVERY if keeps_states_for_cpu_backward(tensors, kept_state_bytes(q, v), input_bytes) else 0
 
 
 def causal_product(

@@ -50,3 +50,20 @@ def stores_chunk_states(state_bytes: int, input_bytes: int) -> bool:
 def backward_will_follow(tensors: Iterable[Tensor | None]) -> bool:
     """Whether autograd will differentiate an op of these inputs: grad mode on and one of them requires grad."""
     return is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def keeps_states_for_cpu_backward(inputs: Iterable[Tensor | None], state_bytes: int, input_bytes: int) -> bool:
+    """The one rule of every compiled op: whether its forward keeps chunk states for its backward.
+
+    Only a CPU backward reads them (a GPU kernel keeps its own), only when autograd will run it, and only when
+    ``stores_chunk_states`` allows their bytes.
+
+    Args:
+        inputs: the op's tensor inputs (None for an absent optional one); the first one's device decides.
+        state_bytes: bytes the chunk states would take (every head, every kept boundary).
+        input_bytes: bytes of the inputs those states summarise.
+    """
+    tensors = [t for t in inputs if t is not None]
+    if tensors[0].device.type != "cpu" or not backward_will_follow(tensors):
+        return False
+    return stores_chunk_states(state_bytes, input_bytes)

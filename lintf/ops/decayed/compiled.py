@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from lintf.ops import extension
-from lintf.ops.common.backward_mode import backward_will_follow, stores_chunk_states
+from lintf.ops.common.backward_mode import keeps_states_for_cpu_backward
 from lintf.ops.common import compiled_op
 from lintf.ops.common.compiled_op import fake_state
 from lintf.ops.common.recorded_gradients import recorded_gradients
@@ -54,13 +54,12 @@ def decayed_product(
 
 
 def keeps_chunk_states(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initial_state: Tensor | None) -> bool:
-    """Whether the forward keeps its chunk states: a non-CUDA backward will follow and LINTF_CPU_BACKWARD allows their bytes."""
-    if q.device.type == "cuda" or not backward_will_follow((q, k, v, log_decay, initial_state)):
-        return False
+    """Whether the forward keeps its chunk states: a CPU backward will follow and LINTF_CPU_BACKWARD allows their bytes."""
     batch, heads, length, features = q.shape
     spans = -(-length // STATE_SPACING)
     state_bytes = batch * heads * spans * features * v.shape[-1] * log_decay.element_size()
-    return stores_chunk_states(state_bytes, sum(t.numel() * t.element_size() for t in (q, k, v, log_decay)))
+    input_bytes = sum(t.numel() * t.element_size() for t in (q, k, v, log_decay))
+    return keeps_states_for_cpu_backward((q, k, v, log_decay, initial_state), state_bytes, input_bytes)
 
 
 def _fake_forward(

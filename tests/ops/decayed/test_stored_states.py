@@ -19,10 +19,10 @@ def compiled() -> None:
         pytest.skip("the compiled decayed product is unavailable (LINTF_EXTENSION=off, no compiler or an older build)")
 
 
-def meta_inputs(n: int, c: int, m: int, requires_grad: bool = True) -> list[torch.Tensor]:
-    """fp32 q, k (1, 8, N, C), v (1, 8, N, M), log_decay (1, 8, N) on the meta device (no memory)."""
+def expanded_inputs(n: int, c: int, m: int, requires_grad: bool = True) -> list[torch.Tensor]:
+    """fp32 CPU q, k (1, 8, N, C), v (1, 8, N, M), log_decay (1, 8, N), each one element expanded (no memory)."""
     shapes = [(1, 8, n, c), (1, 8, n, c), (1, 8, n, m), (1, 8, n)]
-    return [torch.empty(shape, device="meta", requires_grad=requires_grad) for shape in shapes]
+    return [torch.zeros((), requires_grad=requires_grad).expand(shape) for shape in shapes]
 
 
 @pytest.mark.parametrize("mode, features, requires_grad, keeps", [
@@ -35,7 +35,7 @@ def meta_inputs(n: int, c: int, m: int, requires_grad: bool = True) -> list[torc
 ])
 def test_the_forward_keeps_states_when_the_mode_and_budget_allow(monkeypatch, mode, features, requires_grad, keeps):
     monkeypatch.setenv("LINTF_CPU_BACKWARD", mode)
-    q, k, v, log_decay = meta_inputs(4096, features, features, requires_grad)
+    q, k, v, log_decay = expanded_inputs(4096, features, features, requires_grad)
     assert decayed_compiled.keeps_chunk_states(q, k, v, log_decay, None) == keeps
 
 
