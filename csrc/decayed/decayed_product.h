@@ -11,12 +11,13 @@
 // the final state (absent: zero) and returns dq, dk, dv (input dtype), d log_decay and dS0
 // (accumulation dtype; dS0 zeros-based when S0 was absent).
 //
-// Chunked, kChunk (32) positions at a time, with b_t the cumulative log-decay *inside* the chunk
-// (restarting at every chunk), B its total and D[t][s] = exp(b_t - b_s) for s <= t, 0 above:
-//   out   = ((Q K^T) o D) V + diag(exp(b)) Q S_in
-//   S_out = exp(B) S_in + (diag(exp(B - b)) K)^T V
-// Every exponent is <= 0. The backward recomputes chunks in two sweeps with O(C M) state: forward
-// (carrying S) for dq, reverse (carrying R = dL/dS_out) for dk, dv, d log_decay and dS0.
+// The kernels (cpu/sweeps.h) run the causal product's register-tiled recurrence kChunk (32) positions
+// at a time, with the decays moved onto the rows they read: with c_t the cumulative log decay inside a
+// chunk and a reference r >= c_t, S_t = exp(c_t - r) A_t where A only adds (exp(r - c_t) k_t) v_t^T and
+// out_t = A_t^T (exp(c_t - r) q_t); the stored state is rescaled once per chunk (and within one when
+// its decays pass exp(-20), before a row would be scaled up past exp(20)). The backward runs two
+// sweeps with O(C M) state: forward (carrying S) for dq, reverse (carrying R = dL/dS) for dk, dv,
+// d log_decay and dS0.
 //
 // Stored states: with a state spacing L (a multiple of kChunk), the forward also writes the state
 // entering every span of L positions, S_{jL-1} (B, H, ceil(N / L), C, M; S0 or zeros for j = 0),

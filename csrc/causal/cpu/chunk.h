@@ -5,8 +5,8 @@
 #pragma once
 
 #include "causal/cpu/plan.h"
-#include "causal/cpu/recurrence.h"
-#include "causal/cpu/suffix_recurrence.h"
+#include "common/cpu/recurrence.h"
+#include "common/cpu/suffix_recurrence.h"
 #include "common/cpu/pack.h"
 
 namespace lintf::cpu {

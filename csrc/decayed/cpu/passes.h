@@ -44,7 +44,8 @@ void forward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
   save_state(w.state, d, state_of(a.state_out, d, head));
 }
 
-// R = dL/dS_N into w.suffix; returns x = <dL/dS_N, S_N> with S_N^T in w.state.
+// R = dL/dS_N into w.suffix (and its transpose into w.suffix_t off the merged path); returns
+// <dL/dS_N, S_N> with S_N^T in w.state.
 template <typename scalar_t, typename T>
 T start_reverse(const Dims& d, const Args<scalar_t, T>& a, int64_t head, Workspace<T>& w) {
   const T* grad_state = state_of(a.grad_state, d, head);
@@ -53,25 +54,22 @@ T start_reverse(const Dims& d, const Args<scalar_t, T>& a, int64_t head, Workspa
     for (int64_t j = 0; j < d.m; ++j) x += grad_state[i * d.m + j] * w.state[j * d.cp + i];
   }
   load_state(grad_state, d, false, w.suffix);
+  if constexpr (!tile::kMerged<T>) load_state(grad_state, d, true, w.suffix_t);
   return x;
 }
 
 template <typename scalar_t, typename T>
 void backward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
   Workspace<T> w(d);
-  std::vector<T> y(d.chunks);  // one scalar per chunk
   const int64_t span = span_chunks(d, a);
-  T x = 0;  // <R, S> at the end of the chunk the reverse sweep enters next
+  T x = 0;  // <R, S> at the end of the chunk the reverse sweep enters next (sweeps.h)
   for (int64_t first = (d.chunks - 1) / span * span; first >= 0; first -= span) {
     const int64_t last = std::min(first + span, d.chunks);
     const T* start = a.chunk_states == nullptr ? state_of(a.state0, d, head) : stored_state(d, a, head, first / span);
     load_state(start, d, true, w.state);
-    for (int64_t chunk = first; chunk < last; ++chunk) y[chunk] = dq_chunk(d, a, head, chunk * kChunk, w);
+    for (int64_t chunk = first; chunk < last; ++chunk) dq_chunk(d, a, head, chunk * kChunk, w);
     if (last == d.chunks) x = start_reverse(d, a, head, w);
-    for (int64_t chunk = last - 1; chunk >= first; --chunk) {
-      const T z = dkdv_chunk(d, a, head, chunk * kChunk, x, w);
-      x += y[chunk] - z;
-    }
+    for (int64_t chunk = last - 1; chunk >= first; --chunk) x = dkdv_chunk(d, a, head, chunk * kChunk, x, w);
   }
   save_state(w.suffix, d, state_of(a.state_out, d, head));
   tile::fence();

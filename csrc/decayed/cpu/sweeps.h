@@ -1,26 +1,33 @@
-// Chunk sweeps of the CPU decayed causal product (see ../decayed_product.h for the semantics and
-// the chunked form; passes.h runs them per head). Included once by each decayed_product_<path>.cpp
-// inside its target region (vector_path.h); every product is a tile::gemm on packed, zero-padded
-// kChunk-row tiles (common/cpu/pack.h). Internal linkage throughout.
+// Chunk sweeps of the CPU decayed causal product (see ../decayed_product.h for the semantics; passes.h
+// runs them per head). Included once by each decayed_product_<path>.cpp inside its target region
+// (vector_path.h). Internal linkage throughout.
 //
-// Backward without an (N, C, M) tensor: a forward sweep carries S^T and writes dq, p_t = q_t . dq_t
-// and, per chunk, y = <Qd^T G, S_in> (Qd = diag(exp(b)) Q); a reverse sweep carries R = dL/dS_out
-// and writes dk, dv and d log_decay. Treating the chunk's cumulative decays b as free variables,
-// q_t enters only as exp(b_t) q_t, k_s as exp(-b_s) k_s and S_out carries exp(B), so
-//   dL/db_t = q_t . dq_t - k_t . dk_t + [t last] <R, S_out>,
-// and d log_decay is its reverse cumulative sum inside the chunk. x = <R, S_out> needs no state
-// from the forward sweep: going back one chunk, x <- x - <R, (diag(exp(B - b)) K)^T V> + y.
+// Every sweep is the causal product's register-tiled recurrence (common/cpu/recurrence.h, and the
+// merged reverse kernel of suffix_recurrence.h), which executes the minimal 4 C M flops per position
+// and step, with the decays moved onto the rows it reads. With c_t the cumulative log decay inside
+// the chunk and a reference r >= c_t on a segment of positions,
+//   S_t = exp(c_t - r) A_t,   A_t = A_{t-1} + (exp(r - c_t) k_t) v_t^T,   out_t = A_t^T (exp(c_t - r) q_t),
+// so the state tile is never rescaled per position: keys are scaled up by exp(r - c_t) and queries
+// down. A segment ends before exp(r - c_t) would pass exp(kRebase) (fp32 overflows near exp(88));
+// then, and at the end of the segment, the stored state is scaled once (C M multiplies). With decays
+// of a usual size a chunk is one segment; a position that decays by more than kRebase alone starts a
+// segment whose reference is its own c_t, scaling the state by its decay first.
+//
+// The backward: a forward sweep carries S^T and writes dq_t = S_t g_t and p_t = q_t . dq_t; a reverse
+// sweep carries R_t = dL/dS_t = q_t g_t^T + exp(a_{t+1}) R_{t+1} and writes dk_t = R_t v_t, dv_t = R_t^T k_t.
+// With x_t = <R_t, S_t>, d log_decay_t = <R_t, exp(a_t) S_{t-1}> = x_t - k_t . dk_t and
+// x_{t-1} = p_{t-1} + x_t - k_t . dk_t, from x_N = <dL/dS_N, S_N> + p_N: no state of the forward sweep
+// is needed in the reverse one.
 #pragma once
 
 #include "common/cpu/pack.h"
-#include "common/cpu/tile.h"
+#include "common/cpu/suffix_recurrence.h"
 #include "decayed/decayed_product.h"  // and <cmath>, included first, outside the target region
 
 namespace lintf::decayed {
 namespace {
 
 using cpu::kChunk;
-using tile::Shape;
 
 // exp(x) for x <= 0, in a form compilers vectorise: 2^n exp(r) with n = round(x / ln 2),
 // |r| <= ln(2) / 2 and exp(r) by its degree-7 Taylor polynomial (about 1 ulp); 0 below -87.
@@ -43,94 +50,44 @@ inline float exp_nonpositive(float x) {
 
 inline double exp_nonpositive(double x) { return std::exp(x); }
 
+// The largest log factor a segment scales a row up by (exp(20) ~ 4.9e8, far from fp32's overflow).
+constexpr double kRebase = 20;
+
+// Positions [begin, end) of a chunk that share the reference `ref` of their scaled rows.
 template <typename T>
-void exp_in_place(T* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = exp_nonpositive(x[i]);
-}
+struct Segment {
+  int64_t begin, end;
+  T ref;
+};
 
 // Scratch of one head's passes, 64-byte aligned; the size is independent of N.
 template <typename T>
 struct Workspace {
-  T *q, *qt, *k, *kt, *v, *vt, *g, *gt;          // packed rows (kChunk x cp|mp) and transposes
-  T *scaled, *left, *right, *extra;              // kChunk x max(cp, mp) (extra: cp x kChunk)
-  T *decay, *decay_t, *square, *square2;         // kChunk x kChunk
-  T *b, *to_start, *to_end;                      // kChunk: b, exp(b), exp(B - b)
-  T *state, *suffix;                             // cp x mp: S (or S^T), R = dL/dS_out
-  T whole = 1;                                   // exp(B)
+  T *q, *k, *qs, *ks, *out_c;  // kChunk x cp: packed rows, scaled rows, dq or dk rows
+  T *v, *g, *vs, *gs, *out_m;  // kChunk x mp: packed rows, scaled rows, output or dv rows
+  T* partial;                  // kChunk x 8 vectors: dk's partial sums (tile::merged_suffix_recurrence)
+  T *c, *p;                    // kChunk: cumulative log decays inside the chunk; q_t . dq_t
+  T *state, *suffix, *suffix_t;  // S (or S^T), R = dL/dS (cp x mp) and R^T (mp x cp)
+  Segment<T> segments[kChunk];
+  int64_t segment_count = 0;
 
   explicit Workspace(const Dims& d)
-      : buffer_(kChunk * (4 * d.cp + 8 * std::max(d.cp, d.mp) + 4 * kChunk + 3) + 2 * d.cp * d.mp) {
-    const int64_t wide = std::max(d.cp, d.mp);
-    T** slots[] = {&q, &qt, &k, &kt, &v, &vt, &g, &gt, &scaled, &left, &right, &extra,
-                   &decay, &decay_t, &square, &square2, &b, &to_start, &to_end, &state, &suffix};
-    const int64_t widths[] = {d.cp, d.cp, d.cp, d.cp, wide, wide, wide, wide, wide, wide, wide, wide,
-                              kChunk, kChunk, kChunk, kChunk, 1, 1, 1};
+      : buffer_(kChunk * (5 * d.cp + 5 * d.mp + 8 * tile::kWidth<T> + 2) + 3 * d.cp * d.mp) {
     T* next = buffer_.data();
-    for (int i = 0; i < 19; ++i) {
-      *slots[i] = next;
-      next += kChunk * widths[i];  // kChunk elements of fp32 or fp64 are a multiple of 64 bytes
-    }
-    state = next, suffix = next + d.cp * d.mp;  // d.cp * d.mp is a multiple of 16 elements
+    for (T** slot : {&q, &k, &qs, &ks, &out_c}) *slot = next, next += kChunk * d.cp;
+    for (T** slot : {&v, &g, &vs, &gs, &out_m}) *slot = next, next += kChunk * d.mp;
+    partial = next, next += kChunk * 8 * tile::kWidth<T>;
+    c = next, p = next + kChunk, next += 2 * kChunk;  // kChunk elements of fp32 or fp64: 64-byte multiples
+    state = next, suffix = next + d.cp * d.mp, suffix_t = next + 2 * d.cp * d.mp;
   }
 
  private:
   cpu::AlignedBuffer<T> buffer_;
 };
 
-// b_t, exp(b_t), exp(B - b_t), exp(B) for one chunk of `rows` log-decays (padded rows decay
-// nothing), and decay[t][s] = exp(b_t - b_s) for s <= t, 0 above the diagonal. b never increases,
-// so every exponent is <= 0.
-template <typename T>
-void chunk_decays(const T* log_decay, int64_t rows, Workspace<T>& w) {
-  T b = 0;
-  for (int64_t t = 0; t < kChunk; ++t) {
-    b += t < rows ? log_decay[t] : T(0);
-    w.b[t] = b;
-  }
-  for (int64_t t = 0; t < kChunk; ++t) w.to_start[t] = w.b[t], w.to_end[t] = b - w.b[t];
-  exp_in_place(w.to_start, kChunk);
-  exp_in_place(w.to_end, kChunk);
-  w.whole = exp_nonpositive(b);
-  for (int64_t t = 0; t < kChunk; ++t) {
-    T* row = w.decay + t * kChunk;
-    for (int64_t s = 0; s <= t; ++s) row[s] = w.b[t] - w.b[s];
-    exp_in_place(row, t + 1);
-    std::fill(row + t + 1, row + kChunk, T(0));
-  }
-}
-
-// tile (kChunk x kChunk) o= decay on the kept side (lower: s <= t, else s >= t; decay holds D or
-// D^T), zero on the other, whatever a triangular gemm left there.
-template <typename T>
-void apply_decay(T* tile, const T* decay, bool lower) {
-  for (int64_t t = 0; t < kChunk; ++t) {
-    T* row = tile + t * kChunk;
-    const T* factors = decay + t * kChunk;
-    const int64_t begin = lower ? 0 : t, end = lower ? t + 1 : kChunk;
-    std::fill(row, row + begin, T(0));
-    for (int64_t s = begin; s < end; ++s) row[s] *= factors[s];
-    std::fill(row + end, row + kChunk, T(0));
-  }
-}
-
-// out (kChunk x ld) = diag(w) x.
-template <typename T>
-void scale_rows(const T* x, const T* w, int64_t ld, T* out) {
-  for (int64_t r = 0; r < kChunk; ++r) {
-    for (int64_t c = 0; c < ld; ++c) out[r * ld + c] = w[r] * x[r * ld + c];
-  }
-}
-
-// xt (ld x kChunk) = xt diag(w), in place.
-template <typename T>
-void scale_columns(T* xt, const T* w, int64_t ld) {
-  for (int64_t c = 0; c < ld; ++c) {
-    for (int64_t r = 0; r < kChunk; ++r) xt[c * kChunk + r] *= w[r];
-  }
-}
-
 template <typename T>
 void scale(T* x, T factor, int64_t n) {
+  if (factor == T(1)) return;
   for (int64_t i = 0; i < n; ++i) x[i] *= factor;
 }
 
@@ -173,96 +130,120 @@ void load_state(const T* src, const Dims& d, bool transposed, T* state) {
   }
 }
 
-// out = ((Q K^T) o D) V + diag(exp(b)) Q S, then S = exp(B) S + (diag(exp(B - b)) K)^T V.
+// The chunk's cumulative log decays (padded rows decay nothing) and its segments (see the top).
+template <typename T>
+void chunk_segments(const T* log_decay, int64_t rows, Workspace<T>& w) {
+  T total = 0;
+  for (int64_t t = 0; t < kChunk; ++t) w.c[t] = total += t < rows ? log_decay[t] : T(0);
+  w.segment_count = 0;
+  for (int64_t begin = 0; begin < rows;) {
+    const T before = begin == 0 ? T(0) : w.c[begin - 1];
+    const T ref = before - w.c[begin] <= T(kRebase) ? before : w.c[begin];
+    int64_t end = begin + 1;
+    while (end < rows && ref - w.c[end] <= T(kRebase)) ++end;
+    w.segments[w.segment_count++] = {begin, end, ref};
+    begin = end;
+  }
+}
+
+// dst row t = exp(sign (c_t - ref)) src row t for the segment's rows (tiles of width ld).
+template <typename T>
+void scale_segment_rows(const T* src, int64_t ld, const Segment<T>& s, const T* c, T sign, T* dst) {
+  for (int64_t t = s.begin; t < s.end; ++t) {
+    const T exponent = sign * (c[t] - s.ref);
+    const T factor = exponent <= T(0) ? exp_nonpositive(exponent) : std::exp(exponent);
+    for (int64_t i = 0; i < ld; ++i) dst[t * ld + i] = factor * src[t * ld + i];
+  }
+}
+
+// A forward-direction sweep over the chunk: for out_t = S_t^T query_t with S_t = exp(a_t) S_{t-1} +
+// key_t value_t^T and the state in `state` (key_width x value_width), left holding S at the chunk's end.
+template <typename T>
+void decayed_recurrence(const T* query, const T* key, int64_t key_width, const T* value, int64_t value_width,
+                        T* state, T* out, T* scaled_query, T* scaled_key, const Workspace<T>& w) {
+  const int64_t size = key_width * value_width;
+  for (int64_t i = 0; i < w.segment_count; ++i) {
+    const Segment<T>& s = w.segments[i];
+    scale(state, exp_nonpositive(s.ref - (s.begin == 0 ? T(0) : w.c[s.begin - 1])), size);
+    scale_segment_rows(query, key_width, s, w.c, T(1), scaled_query);
+    scale_segment_rows(key, key_width, s, w.c, T(-1), scaled_key);
+    const int64_t at = s.begin * key_width;
+    tile::recurrence<T>(s.end - s.begin, false, scaled_query + at, scaled_key + at, key_width,
+                        value + s.begin * value_width, value_width, state, out + s.begin * value_width, nullptr);
+    scale(state, exp_nonpositive(w.c[s.end - 1] - s.ref), size);
+  }
+}
+
+// out = the chunk's outputs, S = the state after it.
 template <typename scalar_t, typename T>
 void forward_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w) {
   const int64_t rows = std::min(kChunk, d.n - t0);
-  chunk_decays(rows_of(a.log_decay, d, head, t0, 1), rows, w);
-  const T* q = cpu::pack(rows_of(a.q, d, head, t0, d.c), rows, d.c, d.cp, w.q, static_cast<T*>(nullptr));
-  cpu::pack(rows_of(a.k, d, head, t0, d.c), rows, d.c, d.cp, w.k, w.kt);
-  const T* v = cpu::pack(rows_of(a.v, d, head, t0, d.m), rows, d.m, d.mp, w.v, static_cast<T*>(nullptr));
-  tile::gemm<T>(kChunk, kChunk, d.cp, q, d.cp, w.kt, kChunk, w.square, kChunk, false, Shape::kLowerOut);
-  apply_decay(w.square, w.decay, true);
-  tile::gemm<T>(kChunk, d.mp, kChunk, w.square, kChunk, v, d.mp, w.left, d.mp, false, Shape::kLowerA);
-  scale_rows(q, w.to_start, d.cp, w.scaled);
-  tile::gemm<T>(kChunk, d.mp, d.cp, w.scaled, d.cp, w.state, d.mp, w.left, d.mp, true);
-  scale_columns(w.kt, w.to_end, d.cp);
-  scale(w.state, w.whole, d.cp * d.mp);
-  tile::gemm<T>(d.cp, d.mp, kChunk, w.kt, kChunk, v, d.mp, w.state, d.mp, true);
-  store(w.left, rows, d.m, d.mp, rows_of(a.out, d, head, t0, d.m));
-}
-
-// dq = ((G V^T) o D) K + diag(exp(b)) G S^T with S^T (mp x cp) in w.state, then
-// S^T = exp(B) S^T + V^T diag(exp(B - b)) K. Writes p_t = q_t . dq_t to d_log_decay; returns y.
-template <typename scalar_t, typename T>
-T dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w) {
-  const int64_t rows = std::min(kChunk, d.n - t0);
-  chunk_decays(rows_of(a.log_decay, d, head, t0, 1), rows, w);
+  chunk_segments(rows_of(a.log_decay, d, head, t0, 1), rows, w);
   const T* q = cpu::pack(rows_of(a.q, d, head, t0, d.c), rows, d.c, d.cp, w.q, static_cast<T*>(nullptr));
   const T* k = cpu::pack(rows_of(a.k, d, head, t0, d.c), rows, d.c, d.cp, w.k, static_cast<T*>(nullptr));
-  cpu::pack(rows_of(a.v, d, head, t0, d.m), rows, d.m, d.mp, w.v, w.vt);
-  const T* g = cpu::pack(rows_of(a.grad, d, head, t0, d.m), rows, d.m, d.mp, w.g, static_cast<T*>(nullptr));
-  tile::gemm<T>(kChunk, kChunk, d.mp, g, d.mp, w.vt, kChunk, w.square, kChunk, false, Shape::kLowerOut);
-  apply_decay(w.square, w.decay, true);
-  tile::gemm<T>(kChunk, d.cp, kChunk, w.square, kChunk, k, d.cp, w.left, d.cp, false, Shape::kLowerA);
-  tile::gemm<T>(kChunk, d.cp, d.mp, g, d.mp, w.state, d.cp, w.right, d.cp, false);  // rows S g_t
-  T y = 0;
-  T* p = rows_of(a.d_log_decay, d, head, t0, 1);
-  for (int64_t t = 0; t < rows; ++t) {
-    T* dq = w.left + t * d.cp;
-    const T* earlier = w.right + t * d.cp;
-    for (int64_t c = 0; c < d.cp; ++c) dq[c] += w.to_start[t] * earlier[c];
-    y += w.to_start[t] * tile::dot<T>(q + t * d.cp, earlier, d.cp);
-    p[t] = tile::dot<T>(q + t * d.cp, dq, d.cp);
-  }
-  scale_rows(k, w.to_end, d.cp, w.scaled);
-  scale(w.state, w.whole, d.cp * d.mp);
-  tile::gemm<T>(d.mp, d.cp, kChunk, w.vt, kChunk, w.scaled, d.cp, w.state, d.cp, true);
-  store(w.left, rows, d.c, d.cp, rows_of(a.dq, d, head, t0, d.c), a.stream_gradients);
-  return y;
+  const T* v = cpu::pack(rows_of(a.v, d, head, t0, d.m), rows, d.m, d.mp, w.v, static_cast<T*>(nullptr));
+  decayed_recurrence(q, k, d.cp, v, d.mp, w.state, w.out_m, w.qs, w.ks, w);
+  store(w.out_m, rows, d.m, d.mp, rows_of(a.out, d, head, t0, d.m));
 }
 
-// With R = dL/dS_out (cp x mp) in w.suffix and x = <R, S_out>:
-//   dk = ((V G^T) o D^T) Q + diag(exp(B - b)) V R^T,  dv = ((K Q^T) o D^T) G + diag(exp(B - b)) K R,
-//   d log_decay from p (dq_chunk) and dk, then R = exp(B) R + (diag(exp(b)) Q)^T G.
-// Returns z = <R, (diag(exp(B - b)) K)^T V> for the R this chunk received.
+// dq_t = S_t g_t with S^T (mp x cp) in w.state, left holding S^T at the chunk's end; p_t = q_t . dq_t.
+template <typename scalar_t, typename T>
+void dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w) {
+  const int64_t rows = std::min(kChunk, d.n - t0);
+  chunk_segments(rows_of(a.log_decay, d, head, t0, 1), rows, w);
+  const T* q = cpu::pack(rows_of(a.q, d, head, t0, d.c), rows, d.c, d.cp, w.q, static_cast<T*>(nullptr));
+  const T* k = cpu::pack(rows_of(a.k, d, head, t0, d.c), rows, d.c, d.cp, w.k, static_cast<T*>(nullptr));
+  const T* v = cpu::pack(rows_of(a.v, d, head, t0, d.m), rows, d.m, d.mp, w.v, static_cast<T*>(nullptr));
+  const T* g = cpu::pack(rows_of(a.grad, d, head, t0, d.m), rows, d.m, d.mp, w.g, static_cast<T*>(nullptr));
+  decayed_recurrence(g, v, d.mp, k, d.cp, w.state, w.out_c, w.gs, w.vs, w);
+  T* p = rows_of(a.d_log_decay, d, head, t0, 1);
+  for (int64_t t = 0; t < rows; ++t) p[t] = tile::dot<T>(q + t * d.cp, w.out_c + t * d.cp, d.cp);
+  store(w.out_c, rows, d.c, d.cp, rows_of(a.dq, d, head, t0, d.c), a.stream_gradients);
+}
+
+// The reverse sweep over one segment: R_t = exp(c_e - c_t) (R' + sum_{s=t..e} exp(c_s - c_e) q_s g_s^T)
+// with e its last position and R' what entered it; leaves exp(a_begin) R_begin for the positions before.
+template <typename T>
+void reverse_segment(const Dims& d, const Segment<T>& s, const T* q, const T* k, const T* v, const T* g,
+                     Workspace<T>& w) {
+  const Segment<T> to_end{s.begin, s.end, w.c[s.end - 1]};
+  scale_segment_rows(q, d.cp, to_end, w.c, T(1), w.qs);
+  scale_segment_rows(k, d.cp, to_end, w.c, T(-1), w.ks);
+  scale_segment_rows(v, d.mp, to_end, w.c, T(-1), w.vs);
+  const int64_t rows = s.end - s.begin, at_c = s.begin * d.cp, at_m = s.begin * d.mp;
+  if constexpr (tile::kMerged<T>) {
+    tile::merged_suffix_recurrence(rows, w.qs + at_c, w.ks + at_c, d.cp, g + at_m, w.vs + at_m, d.mp, w.suffix,
+                                   w.out_m + at_m, w.out_c + at_c, w.partial, nullptr);
+  } else {
+    tile::recurrence<T>(rows, true, w.ks + at_c, w.qs + at_c, d.cp, g + at_m, d.mp, w.suffix, w.out_m + at_m, nullptr);
+    tile::recurrence<T>(rows, true, w.vs + at_m, g + at_m, d.mp, w.qs + at_c, d.cp, w.suffix_t, w.out_c + at_c,
+                        nullptr);
+  }
+  const T factor = exp_nonpositive(to_end.ref - (s.begin == 0 ? T(0) : w.c[s.begin - 1]));
+  scale(w.suffix, factor, d.cp * d.mp);
+  if constexpr (!tile::kMerged<T>) scale(w.suffix_t, factor, d.cp * d.mp);
+}
+
+// dk, dv of the chunk from R (w.suffix, and w.suffix_t = R^T off the merged path), then R entering it;
+// d log_decay from x = <R, S> at the chunk's end (returned at its start, see the top).
 template <typename scalar_t, typename T>
 T dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, T x, Workspace<T>& w) {
   const int64_t rows = std::min(kChunk, d.n - t0);
-  chunk_decays(rows_of(a.log_decay, d, head, t0, 1), rows, w);
-  cpu::transpose(w.decay, kChunk, w.decay_t);
-  const T* q = cpu::pack(rows_of(a.q, d, head, t0, d.c), rows, d.c, d.cp, w.q, w.qt);
+  chunk_segments(rows_of(a.log_decay, d, head, t0, 1), rows, w);
+  const T* q = cpu::pack(rows_of(a.q, d, head, t0, d.c), rows, d.c, d.cp, w.q, static_cast<T*>(nullptr));
   const T* k = cpu::pack(rows_of(a.k, d, head, t0, d.c), rows, d.c, d.cp, w.k, static_cast<T*>(nullptr));
-  const T* v = cpu::pack(rows_of(a.v, d, head, t0, d.m), rows, d.m, d.mp, w.v, w.vt);
-  const T* g = cpu::pack(rows_of(a.grad, d, head, t0, d.m), rows, d.m, d.mp, w.g, w.gt);
-  tile::gemm<T>(kChunk, kChunk, d.cp, k, d.cp, w.qt, kChunk, w.square, kChunk, false, Shape::kUpperOut);
-  apply_decay(w.square, w.decay_t, false);
-  tile::gemm<T>(kChunk, kChunk, d.mp, v, d.mp, w.gt, kChunk, w.square2, kChunk, false, Shape::kUpperOut);
-  apply_decay(w.square2, w.decay_t, false);
-  tile::gemm<T>(kChunk, d.cp, kChunk, w.square2, kChunk, q, d.cp, w.left, d.cp, false, Shape::kUpperA);
-  tile::gemm<T>(kChunk, d.mp, kChunk, w.square, kChunk, g, d.mp, w.right, d.mp, false, Shape::kUpperA);
-  scale_rows(k, w.to_end, d.cp, w.scaled);
-  tile::gemm<T>(kChunk, d.mp, d.cp, w.scaled, d.cp, w.suffix, d.mp, w.right, d.mp, true);
-  tile::gemm<T>(d.cp, kChunk, d.mp, w.suffix, d.mp, w.vt, kChunk, w.extra, kChunk, false);  // columns R v_s
-  T z = 0;
-  cpu::transpose(w.extra, d.cp, kChunk, w.scaled);  // rows R v_s, one per position
-  for (int64_t s = 0; s < kChunk; ++s) {
-    T* dk = w.left + s * d.cp;
-    const T* later = w.scaled + s * d.cp;
-    for (int64_t c = 0; c < d.cp; ++c) dk[c] += w.to_end[s] * later[c];
-    z += w.to_end[s] * tile::dot<T>(k + s * d.cp, later, d.cp);
-  }
-  T* gradient = rows_of(a.d_log_decay, d, head, t0, 1);
+  const T* v = cpu::pack(rows_of(a.v, d, head, t0, d.m), rows, d.m, d.mp, w.v, static_cast<T*>(nullptr));
+  const T* g = cpu::pack(rows_of(a.grad, d, head, t0, d.m), rows, d.m, d.mp, w.g, static_cast<T*>(nullptr));
+  for (int64_t i = w.segment_count - 1; i >= 0; --i) reverse_segment(d, w.segments[i], q, k, v, g, w);
+  T* gradient = rows_of(a.d_log_decay, d, head, t0, 1);  // holds p_t from the dq sweep
   for (int64_t t = rows - 1; t >= 0; --t) {
-    x += gradient[t] - tile::dot<T>(k + t * d.cp, w.left + t * d.cp, d.cp);
+    x += gradient[t];
+    x -= tile::dot<T>(k + t * d.cp, w.out_c + t * d.cp, d.cp);
     gradient[t] = x;
   }
-  scale_columns(w.qt, w.to_start, d.cp);
-  scale(w.suffix, w.whole, d.cp * d.mp);
-  tile::gemm<T>(d.cp, d.mp, kChunk, w.qt, kChunk, g, d.mp, w.suffix, d.mp, true);
-  store(w.left, rows, d.c, d.cp, rows_of(a.dk, d, head, t0, d.c), a.stream_gradients);
-  store(w.right, rows, d.m, d.mp, rows_of(a.dv, d, head, t0, d.m), a.stream_gradients);
-  return z;
+  store(w.out_c, rows, d.c, d.cp, rows_of(a.dk, d, head, t0, d.c), a.stream_gradients);
+  store(w.out_m, rows, d.m, d.mp, rows_of(a.dv, d, head, t0, d.m), a.stream_gradients);
+  return x;
 }
 
 }  // namespace

@@ -201,6 +201,23 @@ def test_every_vector_path_matches(monkeypatch):
                 assert_close_scaled(a, b, 1e-12 if precision == torch.float64 else 1e-5)
 
 
+@pytest.mark.usefixtures("backward_mode")
+@pytest.mark.parametrize("strength", [8.0, 25.0])
+def test_decays_that_end_a_chunk_early_on_every_vector_path(monkeypatch, strength):
+    """The kernel rescales its state when a chunk's decays pass exp(-20): several times per chunk here, and
+    at single positions of decays stronger than that on their own (mixed with weak ones)."""
+    leaves = inputs(150, c=17, m=9, strength=strength, seed=3)
+    with torch.no_grad():
+        leaves[3][..., ::7] *= 0.01  # weak decays between the strong ones
+    want = outputs_and_grads(decayed_recurrence_reference, leaves)
+    for path in lintf.ops.cpu_vector_paths():
+        monkeypatch.setenv("LINTF_CPU_PATH", path)
+        for precision in (torch.float64, torch.float32):
+            low = [t.detach().to(precision).requires_grad_() for t in leaves]
+            for a, b in zip(outputs_and_grads(compiled_with_state, low), want):
+                assert_close_scaled(a, b, 1e-12 if precision == torch.float64 else 1e-5)
+
+
 @pytest.mark.parametrize("batch, n, c, m", [(0, 5, 4, 3), (2, 0, 4, 3), (2, 5, 0, 3), (2, 5, 4, 0)])
 def test_empty_dimensions(batch, n, c, m):
     q, k, v, log_decay, state = (t.detach() for t in inputs(n, c, m, batch=batch))

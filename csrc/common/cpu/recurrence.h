@@ -1,11 +1,12 @@
-// The causal product's recurrence on one chunk, with a tile of the running state in registers.
+// The recurrence of the causal and decayed products on one chunk, with a tile of the running state in
+// registers (the decayed product scales the rows it passes in: decayed/cpu/sweeps.h).
 //
 // For positions t of a chunk, in order or in reverse:
 //   state += key_t value_t^T   (key_width x value_width)
 //   out_t  = query_t^T state    (value_width; the state includes position t)
 // which is the forward (query q, key k, value v, state S), the dq sweep (g, v, k and S^T) and both
 // halves of the reverse sweep (k, q, g and R for dv; v, g, q and R^T for dk; on AVX-512 in fp32
-// suffix_recurrence.h computes both from one update of R) of the CPU op. It
+// suffix_recurrence.h computes both from one update of R) of the CPU ops. It
 // executes the minimal 4 * key_width * value_width flops per position, against the 5 to 6.5 of a
 // chunked method (a masked intra-chunk product beside the inter-chunk one).
 //
@@ -17,7 +18,7 @@
 // output vectors per FMA: at N=4096 its forward was 10-15% slower); with 16 registers (AVX2, SSE)
 // the tile is 4 x 2.
 //
-// Included by chunk.h inside the vector path's target region; internal linkage.
+// Included inside a vector path's target region (causal/cpu/chunk.h, decayed/cpu/sweeps.h); internal linkage.
 #pragma once
 
 #include "common/cpu/tile.h"

@@ -10,12 +10,12 @@
 // once per row tile and chunk: 16 vectors at a time become one vector of 16 sums in 15 additions
 // and 30 shuffles, off the FMA ports on most cores.
 //
-// Included by chunk.h inside the vector path's target region; internal linkage. Only the AVX-512
-// fp32 instantiation is used (kMerged), where the 32 registers hold the tile, its two partial
-// sums of dv and the rows of g and v.
+// Included inside a vector path's target region (causal/cpu/chunk.h, decayed/cpu/sweeps.h); internal
+// linkage. Only the AVX-512 fp32 instantiation is used (kMerged), where the 32 registers hold the
+// tile, its two partial sums of dv and the rows of g and v.
 #pragma once
 
-#include "causal/cpu/recurrence.h"
+#include "common/cpu/recurrence.h"
 
 namespace lintf::tile {
 namespace {
