@@ -174,42 +174,53 @@ void decayed_recurrence(const T* query, const T* key, int64_t key_width, const T
   }
 }
 
+// A chunk's rows as padded tiles: q, k (kChunk x cp), v and, in the backward, g (kChunk x mp).
+template <typename T>
+struct Chunk {
+  const T *q, *k, *v, *g;
+  int64_t rows;
+};
+
+// The chunk at t0: its rows (packed where they are not tiles already), cumulative decays and segments.
+template <typename scalar_t, typename T>
+Chunk<T> load_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w) {
+  const int64_t rows = std::min(kChunk, d.n - t0);
+  chunk_segments(rows_of(a.log_decay, d, head, t0, 1), rows, w);
+  auto packed = [&](const scalar_t* base, int64_t width, int64_t padded, T* buffer) -> const T* {
+    return base == nullptr ? nullptr : cpu::pack(rows_of(base, d, head, t0, width), rows, width, padded, buffer,
+                                                 static_cast<T*>(nullptr));
+  };
+  return {packed(a.q, d.c, d.cp, w.q), packed(a.k, d.c, d.cp, w.k), packed(a.v, d.m, d.mp, w.v),
+          packed(a.grad, d.m, d.mp, w.g), rows};
+}
+
 // out = the chunk's outputs, S = the state after it.
 template <typename scalar_t, typename T>
 void forward_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w) {
-  const int64_t rows = std::min(kChunk, d.n - t0);
-  chunk_segments(rows_of(a.log_decay, d, head, t0, 1), rows, w);
-  const T* q = cpu::pack(rows_of(a.q, d, head, t0, d.c), rows, d.c, d.cp, w.q, static_cast<T*>(nullptr));
-  const T* k = cpu::pack(rows_of(a.k, d, head, t0, d.c), rows, d.c, d.cp, w.k, static_cast<T*>(nullptr));
-  const T* v = cpu::pack(rows_of(a.v, d, head, t0, d.m), rows, d.m, d.mp, w.v, static_cast<T*>(nullptr));
-  decayed_recurrence(q, k, d.cp, v, d.mp, w.state, w.out_m, w.qs, w.ks, w);
-  store(w.out_m, rows, d.m, d.mp, rows_of(a.out, d, head, t0, d.m));
+  const Chunk<T> chunk = load_chunk(d, a, head, t0, w);
+  decayed_recurrence(chunk.q, chunk.k, d.cp, chunk.v, d.mp, w.state, w.out_m, w.qs, w.ks, w);
+  store(w.out_m, chunk.rows, d.m, d.mp, rows_of(a.out, d, head, t0, d.m));
 }
 
 // dq_t = S_t g_t with S^T (mp x cp) in w.state, left holding S^T at the chunk's end; p_t = q_t . dq_t.
 template <typename scalar_t, typename T>
 void dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w) {
-  const int64_t rows = std::min(kChunk, d.n - t0);
-  chunk_segments(rows_of(a.log_decay, d, head, t0, 1), rows, w);
-  const T* q = cpu::pack(rows_of(a.q, d, head, t0, d.c), rows, d.c, d.cp, w.q, static_cast<T*>(nullptr));
-  const T* k = cpu::pack(rows_of(a.k, d, head, t0, d.c), rows, d.c, d.cp, w.k, static_cast<T*>(nullptr));
-  const T* v = cpu::pack(rows_of(a.v, d, head, t0, d.m), rows, d.m, d.mp, w.v, static_cast<T*>(nullptr));
-  const T* g = cpu::pack(rows_of(a.grad, d, head, t0, d.m), rows, d.m, d.mp, w.g, static_cast<T*>(nullptr));
-  decayed_recurrence(g, v, d.mp, k, d.cp, w.state, w.out_c, w.gs, w.vs, w);
+  const Chunk<T> chunk = load_chunk(d, a, head, t0, w);
+  decayed_recurrence(chunk.g, chunk.v, d.mp, chunk.k, d.cp, w.state, w.out_c, w.gs, w.vs, w);
   T* p = rows_of(a.d_log_decay, d, head, t0, 1);
-  for (int64_t t = 0; t < rows; ++t) p[t] = tile::dot<T>(q + t * d.cp, w.out_c + t * d.cp, d.cp);
-  store(w.out_c, rows, d.c, d.cp, rows_of(a.dq, d, head, t0, d.c), a.stream_gradients);
+  for (int64_t t = 0; t < chunk.rows; ++t) p[t] = tile::dot<T>(chunk.q + t * d.cp, w.out_c + t * d.cp, d.cp);
+  store(w.out_c, chunk.rows, d.c, d.cp, rows_of(a.dq, d, head, t0, d.c), a.stream_gradients);
 }
 
 // The reverse sweep over one segment: R_t = exp(c_e - c_t) (R' + sum_{s=t..e} exp(c_s - c_e) q_s g_s^T)
 // with e its last position and R' what entered it; leaves exp(a_begin) R_begin for the positions before.
 template <typename T>
-void reverse_segment(const Dims& d, const Segment<T>& s, const T* q, const T* k, const T* v, const T* g,
-                     Workspace<T>& w) {
+void reverse_segment(const Dims& d, const Segment<T>& s, const Chunk<T>& chunk, Workspace<T>& w) {
   const Segment<T> to_end{s.begin, s.end, w.c[s.end - 1]};
-  scale_segment_rows(q, d.cp, to_end, w.c, T(1), w.qs);
-  scale_segment_rows(k, d.cp, to_end, w.c, T(-1), w.ks);
-  scale_segment_rows(v, d.mp, to_end, w.c, T(-1), w.vs);
+  scale_segment_rows(chunk.q, d.cp, to_end, w.c, T(1), w.qs);
+  scale_segment_rows(chunk.k, d.cp, to_end, w.c, T(-1), w.ks);
+  scale_segment_rows(chunk.v, d.mp, to_end, w.c, T(-1), w.vs);
+  const T* g = chunk.g;
   const int64_t rows = s.end - s.begin, at_c = s.begin * d.cp, at_m = s.begin * d.mp;
   if constexpr (tile::kMerged<T>) {
     tile::merged_suffix_recurrence(rows, w.qs + at_c, w.ks + at_c, d.cp, g + at_m, w.vs + at_m, d.mp, w.suffix,
@@ -228,21 +239,16 @@ void reverse_segment(const Dims& d, const Segment<T>& s, const T* q, const T* k,
 // d log_decay from x = <R, S> at the chunk's end (returned at its start, see the top).
 template <typename scalar_t, typename T>
 T dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, T x, Workspace<T>& w) {
-  const int64_t rows = std::min(kChunk, d.n - t0);
-  chunk_segments(rows_of(a.log_decay, d, head, t0, 1), rows, w);
-  const T* q = cpu::pack(rows_of(a.q, d, head, t0, d.c), rows, d.c, d.cp, w.q, static_cast<T*>(nullptr));
-  const T* k = cpu::pack(rows_of(a.k, d, head, t0, d.c), rows, d.c, d.cp, w.k, static_cast<T*>(nullptr));
-  const T* v = cpu::pack(rows_of(a.v, d, head, t0, d.m), rows, d.m, d.mp, w.v, static_cast<T*>(nullptr));
-  const T* g = cpu::pack(rows_of(a.grad, d, head, t0, d.m), rows, d.m, d.mp, w.g, static_cast<T*>(nullptr));
-  for (int64_t i = w.segment_count - 1; i >= 0; --i) reverse_segment(d, w.segments[i], q, k, v, g, w);
+  const Chunk<T> chunk = load_chunk(d, a, head, t0, w);
+  for (int64_t i = w.segment_count - 1; i >= 0; --i) reverse_segment(d, w.segments[i], chunk, w);
   T* gradient = rows_of(a.d_log_decay, d, head, t0, 1);  // holds p_t from the dq sweep
-  for (int64_t t = rows - 1; t >= 0; --t) {
+  for (int64_t t = chunk.rows - 1; t >= 0; --t) {
     x += gradient[t];
-    x -= tile::dot<T>(k + t * d.cp, w.out_c + t * d.cp, d.cp);
+    x -= tile::dot<T>(chunk.k + t * d.cp, w.out_c + t * d.cp, d.cp);
     gradient[t] = x;
   }
-  store(w.out_c, rows, d.c, d.cp, rows_of(a.dk, d, head, t0, d.c), a.stream_gradients);
-  store(w.out_m, rows, d.m, d.mp, rows_of(a.dv, d, head, t0, d.m), a.stream_gradients);
+  store(w.out_c, chunk.rows, d.c, d.cp, rows_of(a.dk, d, head, t0, d.c), a.stream_gradients);
+  store(w.out_m, chunk.rows, d.m, d.mp, rows_of(a.dv, d, head, t0, d.m), a.stream_gradients);
   return x;
 }
 

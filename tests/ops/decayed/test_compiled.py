@@ -189,9 +189,8 @@ def test_normalised_form_through_the_compiled_op():
     torch.testing.assert_close(decayed_linear_attention(q, k, v, log_decay), numerator / (denominator + 1e-6))
 
 
-@pytest.mark.usefixtures("backward_mode")
-def test_every_vector_path_matches(monkeypatch):
-    leaves = inputs(70, c=9, m=5)
+def assert_every_path_matches_the_recurrence(leaves: list[torch.Tensor], monkeypatch) -> None:
+    """Outputs, state and gradients of every CPU vector path, in fp64 and fp32, against the fp64 recurrence."""
     want = outputs_and_grads(decayed_recurrence_reference, leaves)
     for path in lintf.ops.cpu_vector_paths():
         monkeypatch.setenv("LINTF_CPU_PATH", path)
@@ -199,6 +198,12 @@ def test_every_vector_path_matches(monkeypatch):
             low = [t.detach().to(precision).requires_grad_() for t in leaves]
             for a, b in zip(outputs_and_grads(compiled_with_state, low), want):
                 assert_close_scaled(a, b, 1e-12 if precision == torch.float64 else 1e-5)
+
+
+@pytest.mark.usefixtures("backward_mode")
+def test_every_vector_path_matches(monkeypatch):
+    leaves = inputs(70, c=9, m=5)
+    assert_every_path_matches_the_recurrence(leaves, monkeypatch)
 
 
 @pytest.mark.usefixtures("backward_mode")
@@ -209,13 +214,7 @@ def test_decays_that_end_a_chunk_early_on_every_vector_path(monkeypatch, strengt
     leaves = inputs(150, c=17, m=9, strength=strength, seed=3)
     with torch.no_grad():
         leaves[3][..., ::7] *= 0.01  # weak decays between the strong ones
-    want = outputs_and_grads(decayed_recurrence_reference, leaves)
-    for path in lintf.ops.cpu_vector_paths():
-        monkeypatch.setenv("LINTF_CPU_PATH", path)
-        for precision in (torch.float64, torch.float32):
-            low = [t.detach().to(precision).requires_grad_() for t in leaves]
-            for a, b in zip(outputs_and_grads(compiled_with_state, low), want):
-                assert_close_scaled(a, b, 1e-12 if precision == torch.float64 else 1e-5)
+    assert_every_path_matches_the_recurrence(leaves, monkeypatch)
 
 
 @pytest.mark.parametrize("batch, n, c, m", [(0, 5, 4, 3), (2, 0, 4, 3), (2, 5, 0, 3), (2, 5, 4, 0)])
