@@ -70,6 +70,7 @@ struct Workspace {
   T *state, *suffix, *suffix_t;  // S (or S^T), R = dL/dS (cp x mp) and R^T (mp x cp)
   Segment<T> segments[kChunk];
   int64_t segment_count = 0;
+  tile::PrefetchQueue ahead;  // rows of a later chunk, asked for while this one computes
 
   explicit Workspace(const Dims& d)
       : buffer_(kChunk * (5 * d.cp + 5 * d.mp + 8 * tile::kWidth<T> + 2) + 3 * d.cp * d.mp) {
@@ -160,7 +161,7 @@ void scale_segment_rows(const T* src, int64_t ld, const Segment<T>& s, const T* 
 // key_t value_t^T and the state in `state` (key_width x value_width), left holding S at the chunk's end.
 template <typename T>
 void decayed_recurrence(const T* query, const T* key, int64_t key_width, const T* value, int64_t value_width,
-                        T* state, T* out, T* scaled_query, T* scaled_key, const Workspace<T>& w) {
+                        T* state, T* out, T* scaled_query, T* scaled_key, Workspace<T>& w) {
   const int64_t size = key_width * value_width;
   for (int64_t i = 0; i < w.segment_count; ++i) {
     const Segment<T>& s = w.segments[i];
@@ -169,7 +170,7 @@ void decayed_recurrence(const T* query, const T* key, int64_t key_width, const T
     scale_segment_rows(key, key_width, s, w.c, T(-1), scaled_key);
     const int64_t at = s.begin * key_width;
     tile::recurrence<T>(s.end - s.begin, false, scaled_query + at, scaled_key + at, key_width,
-                        value + s.begin * value_width, value_width, state, out + s.begin * value_width, nullptr);
+                        value + s.begin * value_width, value_width, state, out + s.begin * value_width, &w.ahead);
     scale(state, exp_nonpositive(w.c[s.end - 1] - s.ref), size);
   }
 }
@@ -194,22 +195,43 @@ Chunk<T> load_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int
           packed(a.grad, d.m, d.mp, w.g), rows};
 }
 
+// Queues for w.ahead the rows a sweep reads (q, k, v and, in the backward, g) of the chunk at t0, when
+// inside the sequence: a later chunk, fetched from memory while this one computes (common/cpu/prefetch.h).
+template <typename scalar_t, typename T>
+void prefetch_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w) {
+  if (t0 >= 0 && t0 < d.n) {
+    const int64_t bytes = std::min(kChunk, d.n - t0) * static_cast<int64_t>(sizeof(scalar_t));
+    w.ahead.add(rows_of(a.q, d, head, t0, d.c), bytes * d.c);
+    w.ahead.add(rows_of(a.k, d, head, t0, d.c), bytes * d.c);
+    w.ahead.add(rows_of(a.v, d, head, t0, d.m), bytes * d.m);
+    w.ahead.add(rows_of(a.grad, d, head, t0, d.m), bytes * d.m);
+  }
+  w.ahead.start();
+}
+
+// How many chunks ahead a sweep prefetches.
+constexpr int64_t kPrefetchChunks = 4;
+
 // out = the chunk's outputs, S = the state after it.
 template <typename scalar_t, typename T>
 void forward_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w) {
   const Chunk<T> chunk = load_chunk(d, a, head, t0, w);
+  prefetch_chunk(d, a, head, t0 + kPrefetchChunks * kChunk, w);
   decayed_recurrence(chunk.q, chunk.k, d.cp, chunk.v, d.mp, w.state, w.out_m, w.qs, w.ks, w);
   store(w.out_m, chunk.rows, d.m, d.mp, rows_of(a.out, d, head, t0, d.m));
+  w.ahead.drain();
 }
 
 // dq_t = S_t g_t with S^T (mp x cp) in w.state, left holding S^T at the chunk's end; p_t = q_t . dq_t.
 template <typename scalar_t, typename T>
 void dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w) {
   const Chunk<T> chunk = load_chunk(d, a, head, t0, w);
+  prefetch_chunk(d, a, head, t0 + kPrefetchChunks * kChunk, w);
   decayed_recurrence(chunk.g, chunk.v, d.mp, chunk.k, d.cp, w.state, w.out_c, w.gs, w.vs, w);
   T* p = rows_of(a.d_log_decay, d, head, t0, 1);
   for (int64_t t = 0; t < chunk.rows; ++t) p[t] = tile::dot<T>(chunk.q + t * d.cp, w.out_c + t * d.cp, d.cp);
   store(w.out_c, chunk.rows, d.c, d.cp, rows_of(a.dq, d, head, t0, d.c), a.stream_gradients);
+  w.ahead.drain();
 }
 
 // The reverse sweep over one segment: R_t = exp(c_e - c_t) (R' + sum_{s=t..e} exp(c_s - c_e) q_s g_s^T)
@@ -224,11 +246,12 @@ void reverse_segment(const Dims& d, const Segment<T>& s, const Chunk<T>& chunk, 
   const int64_t rows = s.end - s.begin, at_c = s.begin * d.cp, at_m = s.begin * d.mp;
   if constexpr (tile::kMerged<T>) {
     tile::merged_suffix_recurrence(rows, w.qs + at_c, w.ks + at_c, d.cp, g + at_m, w.vs + at_m, d.mp, w.suffix,
-                                   w.out_m + at_m, w.out_c + at_c, w.partial, nullptr);
+                                   w.out_m + at_m, w.out_c + at_c, w.partial, &w.ahead);
   } else {
-    tile::recurrence<T>(rows, true, w.ks + at_c, w.qs + at_c, d.cp, g + at_m, d.mp, w.suffix, w.out_m + at_m, nullptr);
+    tile::recurrence<T>(rows, true, w.ks + at_c, w.qs + at_c, d.cp, g + at_m, d.mp, w.suffix, w.out_m + at_m,
+                        &w.ahead);
     tile::recurrence<T>(rows, true, w.vs + at_m, g + at_m, d.mp, w.qs + at_c, d.cp, w.suffix_t, w.out_c + at_c,
-                        nullptr);
+                        &w.ahead);
   }
   const T factor = exp_nonpositive(to_end.ref - (s.begin == 0 ? T(0) : w.c[s.begin - 1]));
   scale(w.suffix, factor, d.cp * d.mp);
@@ -240,6 +263,7 @@ void reverse_segment(const Dims& d, const Segment<T>& s, const Chunk<T>& chunk, 
 template <typename scalar_t, typename T>
 T dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, T x, Workspace<T>& w) {
   const Chunk<T> chunk = load_chunk(d, a, head, t0, w);
+  prefetch_chunk(d, a, head, t0 - kPrefetchChunks * kChunk, w);
   for (int64_t i = w.segment_count - 1; i >= 0; --i) reverse_segment(d, w.segments[i], chunk, w);
   T* gradient = rows_of(a.d_log_decay, d, head, t0, 1);  // holds p_t from the dq sweep
   for (int64_t t = chunk.rows - 1; t >= 0; --t) {
@@ -249,6 +273,7 @@ T dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0
   }
   store(w.out_c, chunk.rows, d.c, d.cp, rows_of(a.dk, d, head, t0, d.c), a.stream_gradients);
   store(w.out_m, chunk.rows, d.m, d.mp, rows_of(a.dv, d, head, t0, d.m), a.stream_gradients);
+  w.ahead.drain();
   return x;
 }
 
