@@ -18,6 +18,7 @@
 #pragma once
 
 #include "causal/cuda/chunk.cuh"
+#include "common/cuda/chunk_tiles.cuh"
 
 namespace lintf {
 namespace chunk {
@@ -32,33 +33,10 @@ struct BackwardArgs {
   T *dq, *dk, *dv;
 };
 
-// Loads v's and grad's columns of one value tile as operands (both exact in their type).
-template <typename T>
-__device__ void load_value_tile(const BackwardArgs<T>& args, const Dims& d, int64_t row0, int rows, int value_tile,
-                                T* v, T* g) {
-  const int m0 = value_tile * d.mt, cols = d.tile_cols(value_tile), ldv = padded_ld<T>(d.mt);
-  const float* no_scale = nullptr;
-  tile::load_tile(args.v + row0 * d.m + m0, d.m, rows, cols, no_scale, v, ldv, kChunk, d.mt);
-  tile::load_tile(args.grad + row0 * d.m + m0, d.m, rows, cols, no_scale, g, ldv, kChunk, d.mt);
-}
-
 // 16-bit operands carry the states of the cancelling products as head + remainder; fp32 ones use 3xTF32.
 template <typename T>
 constexpr bool kSplitStates = !std::is_same_v<T, float>;
 
-// Loads a (c x value tile) block of a chunk state (fp32 in global memory) as an operand (with its
-// remainder in `low` for 16-bit types); returns its scale.
-template <typename T>
-__device__ float load_state_tile(const float* states, const Dims& d, int64_t state, int value_tile, T* s, T* low,
-                                 float* f, int ldf, float* scratch) {
-  const int m0 = value_tile * d.mt;
-  tile::load_tile(states + state * int64_t(d.c) * d.m + m0, d.m, d.c, d.tile_cols(value_tile),
-                  static_cast<const float*>(nullptr), f, ldf, d.cp, d.mt);
-  __syncthreads();
-  const float scale = tile::to_operand(f, ldf, s, padded_ld<T>(d.mt), d.cp, d.mt, scratch, kSplitStates<T> ? low : nullptr);
-  __syncthreads();
-  return scale;
-}
 
 // Per row of the chunk: r and gd (zeros beyond its rows); per feature: a state row (zeros when null).
 // Each thread fills the gd entries of the r entries it wrote, so no barrier is needed in between.
@@ -114,7 +92,7 @@ __global__ void __launch_bounds__(tile::kThreads) chunk_dq_kernel(BackwardArgs<T
   load_vectors(args, d, row0, rows, args.neg_grad_dot_out ? args.z + state * d.c : nullptr, r, gd, z);
   for (int value_tile = 0; value_tile < d.value_tiles; ++value_tile) {
     __syncthreads();  // the previous tile's products are done with v, g, s and f
-    load_value_tile(args, d, row0, rows, value_tile, v, g);
+    load_value_tile(args.v, args.grad, d, row0, rows, value_tile, v, g);
     const float s_scale = load_state_tile(args.kv, d, state, value_tile, s, s_low, f, ldf, scratch);
     const float keep = value_tile > 0 ? 1.f : 0.f;
     // d_acc += grad V^T (kChunk x kChunk), dq += grad S^T (kChunk x cp): v and s read transposed
@@ -187,7 +165,7 @@ __global__ void __launch_bounds__(tile::kThreads) chunk_dkv_kernel(BackwardArgs<
   const float a_scale = tile::to_operand(f, ldf, a, lda, kChunk, kChunk, scratch);
   for (int value_tile = 0; value_tile < d.value_tiles; ++value_tile) {
     __syncthreads();  // f, v, g and ds are free again
-    load_value_tile(args, d, row0, rows, value_tile, v, g);
+    load_value_tile(args.v, args.grad, d, row0, rows, value_tile, v, g);
     const float ds_scale = load_state_tile(args.dkv, d, state, value_tile, ds, ds_low, f, ldf, scratch);
     const float keep = value_tile > 0 ? 1.f : 0.f;
     // d_acc += grad V^T, dk += V dS^T (both over this tile's value columns)

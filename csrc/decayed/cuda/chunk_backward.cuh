@@ -16,6 +16,7 @@
 // over the value tiles, accumulating in fp32 shared memory.
 #pragma once
 
+#include "common/cuda/chunk_tiles.cuh"
 #include "decayed/cuda/chunk.cuh"
 
 namespace lintf {
@@ -32,27 +33,12 @@ struct BackwardArgs {
   float* d_log_decay;         // (heads, n): q . dq from the dq kernel, then d log_decay
 };
 
-// Loads the value tile's columns of v and grad as operands (both exact in their type).
-template <typename T>
-__device__ void load_value_tile(const BackwardArgs<T>& args, const Dims& d, int64_t row0, int rows, int value_tile,
-                                T* v, T* g) {
-  const int m0 = value_tile * d.mt, cols = d.tile_cols(value_tile), ldv = padded_ld<T>(d.mt);
-  const float* no_scale = nullptr;
-  tile::load_tile(args.v + row0 * d.m + m0, d.m, rows, cols, no_scale, v, ldv, kChunk, d.mt);
-  tile::load_tile(args.grad + row0 * d.m + m0, d.m, rows, cols, no_scale, g, ldv, kChunk, d.mt);
-}
+using chunk::load_state_tile;
+using chunk::load_value_tile;
 
-// Loads a (c x value tile) block of a chunk's fp32 state as an operand through the staging tile f; returns its scale.
+// The decayed product's states enter the tensor cores whole (no rounding remainder kept).
 template <typename T>
-__device__ float load_state_tile(const float* states, const Dims& d, int64_t state, int value_tile, T* s, float* f,
-                                 int ldf, float* scratch) {
-  tile::load_tile(states + state * int64_t(d.c) * d.m + value_tile * d.mt, d.m, d.c, d.tile_cols(value_tile),
-                  static_cast<const float*>(nullptr), f, ldf, d.cp, d.mt);
-  __syncthreads();
-  const float scale = tile::to_operand(f, ldf, s, padded_ld<T>(d.mt), d.cp, d.mt, scratch);
-  __syncthreads();
-  return scale;
-}
+constexpr T* kNoLow = nullptr;
 
 // out[t] = x_t . y_t for the chunk's rows, x in global memory (row length c), y an fp32 tile.
 template <typename T>
@@ -102,8 +88,8 @@ __global__ void __launch_bounds__(tile::kThreads) decayed_dq_kernel(BackwardArgs
   tile::load_tile(args.k + row0 * d.c, d.c, rows, d.c, static_cast<const float*>(nullptr), k, ldk, kChunk, d.cp);
   for (int value_tile = 0; value_tile < d.value_tiles; ++value_tile) {
     __syncthreads();  // the previous tile's products are done with v, g, s and f
-    load_value_tile(args, d, row0, rows, value_tile, v, g);
-    const float s_scale = load_state_tile(args.states, d, state, value_tile, s, f, ldf, scratch);
+    load_value_tile(args.v, args.grad, d, row0, rows, value_tile, v, g);
+    const float s_scale = load_state_tile(args.states, d, state, value_tile, s, kNoLow<T>, f, ldf, scratch);
     const float keep = value_tile > 0 ? 1.f : 0.f;
     // m_acc += grad V^T (kChunk x kChunk), dq += grad S^T (kChunk x cp): v and s read transposed
     tile::block_mma<T, Split, true, false>(g, ldv, v, ldv, m_acc, ld_acc, kChunk, kChunk, d.mt, Causal::kNone, keep, 1.f);
@@ -182,8 +168,8 @@ __global__ void __launch_bounds__(tile::kThreads) decayed_dkv_kernel(BackwardArg
   const float a_scale = tile::to_operand(f, ldf, a, lda, kChunk, kChunk, scratch);
   for (int value_tile = 0; value_tile < d.value_tiles; ++value_tile) {
     __syncthreads();  // f, v, g and r are free again
-    load_value_tile(args, d, row0, rows, value_tile, v, g);
-    const float r_scale = load_state_tile(args.grad_states, d, state, value_tile, r, f, ldf, scratch);
+    load_value_tile(args.v, args.grad, d, row0, rows, value_tile, v, g);
+    const float r_scale = load_state_tile(args.grad_states, d, state, value_tile, r, kNoLow<T>, f, ldf, scratch);
     const float keep = value_tile > 0 ? 1.f : 0.f;
     // m_acc += grad V^T, dk += V R^T (both over this tile's value columns)
     tile::block_mma<T, Split, true, false>(g, ldv, v, ldv, m_acc, ld_acc, kChunk, kChunk, d.mt, Causal::kNone, keep, 1.f);
