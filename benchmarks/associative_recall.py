@@ -127,7 +127,10 @@ def plot(results: dict, settings: dict, path: Path) -> None:
 def settings_of(args: argparse.Namespace) -> dict:
     """What a column's numbers depend on: every option but the attentions and the output, and the thread count."""
     skipped = ("out", "replot", "attentions", "add")
-    return {**{k: v for k, v in vars(args).items() if k not in skipped}, "threads": torch.get_num_threads()}
+    settings = {**{k: v for k, v in vars(args).items() if k not in skipped}, "threads": torch.get_num_threads()}
+    if args.accelerator != "cpu" and torch.cuda.is_available():
+        settings["device"] = torch.cuda.get_device_name()
+    return settings
 
 
 def saved_results(args: argparse.Namespace) -> dict:
@@ -150,6 +153,39 @@ def in_table_order(results: dict) -> dict:
     return {name: results[name] for name in sorted(results, key=lambda n: (rank.get(n, len(rank)), n))}
 
 
+def command_of(settings: dict) -> str:
+    """The command that reproduces these settings: the module and every option that differs from its default."""
+    defaults = vars(parse(["--quick"] if settings.get("quick") else []))  # --quick implies its sizes
+    options = []
+    for name, value in settings.items():
+        if name in defaults and value != defaults[name] and name not in ("quick", "attentions"):
+            shown = " ".join(map(str, value)) if isinstance(value, list) else value
+            options.append(f"--{name.replace('_', '-')} {shown}")
+    return " ".join(["python -m benchmarks.associative_recall", *(["--quick"] if settings.get("quick") else []),
+                     *options])
+
+
+def report(results: dict, settings: dict) -> list[str]:
+    """The Markdown table of accuracy per (N, P), one column per attention, under the settings it came from."""
+    threads = settings.get("threads", 1)
+    hardware = settings.get("device") or f"{threads} CPU thread{'s' if threads != 1 else ''}"
+    names = list(results)
+    lines = [
+        "# Multi-query associative recall (MQAR)", "",
+        f"`{command_of(settings)}` on {hardware}: {settings['d_model']}-wide, {settings['n_layers']}-layer models "
+        f"with {settings['n_heads']} heads, one per attention and N, each trained {settings['steps']} steps of "
+        f"{settings['batch_tokens']} tokens on a mixture of the pair counts P of its N (lr {settings['lr']}, seed "
+        f"{settings['seed']}; {settings['n_keys']} key and {settings['n_values']} value tokens). Share of queried "
+        f"values recalled on {settings['test_size']} held-out sequences of each (N, P) (chance: "
+        f"1/{settings['n_values']}).", "",
+        f"| N | pairs | {' | '.join(names)} |", f"|---|---|{'---|' * len(names)}",
+    ]
+    for length, pairs in cells(settings["lengths"], settings["pairs"]):
+        row = [f"{results[name][f'{length}x{pairs}']['accuracy']:.3f}" for name in names]
+        lines.append(f"| {length} | {pairs} | {' | '.join(row)} |")
+    return lines
+
+
 def write_results(finished: dict, args: argparse.Namespace) -> None:
     """Write the table, plot and JSON of the finished attentions (and, with --add, of the saved ones)."""
     out = Path(args.out)
@@ -157,19 +193,7 @@ def write_results(finished: dict, args: argparse.Namespace) -> None:
     results = in_table_order({**(saved_results(args) if args.add else {}), **finished})
     settings = {**settings_of(args), "attentions": list(results)}
     plot(results, settings, out / "associative_recall.png")
-    shown = ", ".join(f"{k}={v}" for k, v in settings.items() if k != "attentions")
-    names = list(results)
-    lines = [
-        "# Multi-query associative recall (MQAR)", "",
-        f"`python -m benchmarks.associative_recall{' --quick' if args.quick else ''}` on {where(args.accelerator)}; "
-        f"{shown}. Share of queried values recalled on {args.test_size} held-out sequences of each (N, P) by one "
-        f"model per attention and N, trained {args.steps} steps on a mixture of the P of its N "
-        f"(chance: 1/{args.n_values}).", "",
-        f"| N | pairs | {' | '.join(names)} |", f"|---|---|{'---|' * len(names)}",
-    ]
-    for length, pairs in cells(args.lengths, args.pairs):
-        row = [f"{results[name][f'{length}x{pairs}']['accuracy']:.3f}" for name in names]
-        lines.append(f"| {length} | {pairs} | {' | '.join(row)} |")
+    lines = report(results, settings)
     write_whole(out / "associative_recall.md", "\n".join(lines) + "\n")
     write_whole(out / "associative_recall.json", json.dumps({"settings": settings, "results": results}, indent=1))
     print("\n".join(lines))
@@ -180,13 +204,6 @@ def write_whole(path: Path, text: str) -> None:
     partial_file = path.with_name(f".{path.name}.{os.getpid()}")
     partial_file.write_text(text)
     os.replace(partial_file, path)
-
-
-def where(accelerator: str) -> str:
-    """The hardware of a run, for the table's heading."""
-    if accelerator != "cpu" and torch.cuda.is_available():
-        return torch.cuda.get_device_name()
-    return f"{torch.get_num_threads()} CPU threads"
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -208,7 +225,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--accelerator", default="cpu", help="Lightning's accelerator: cpu, gpu, auto")
     parser.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK}")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
-    parser.add_argument("--replot", action="store_true", help="redraw the PNG from --out's associative_recall.json")
+    parser.add_argument("--replot", action="store_true", help="redraw the PNG and the table from --out's "
+                        "associative_recall.json")
     parser.add_argument("--add", action="store_true", help="train only --attentions and merge them into the saved "
                         "results of the same settings")
     args = parser.parse_args(argv)
@@ -224,6 +242,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.replot:
         saved = json.loads((Path(args.out) / "associative_recall.json").read_text())
         plot(saved["results"], saved["settings"], Path(args.out) / "associative_recall.png")
+        table = report(saved["results"], saved["settings"])
+        write_whole(Path(args.out) / "associative_recall.md", "\n".join(table) + "\n")
         return
     if args.add:
         saved_results(args)  # refuse other settings before training

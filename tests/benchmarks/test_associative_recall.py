@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from benchmarks.associative_recall import ATTENTIONS_COMPARED, cells, main, parse, settings_of
+from benchmarks.associative_recall import ATTENTIONS_COMPARED, cells, command_of, main, parse, settings_of
 from lintf.registry import ATTENTIONS
 
 
@@ -30,7 +30,9 @@ def test_quick_run_writes_results(tmp_path):
     table = (tmp_path / "associative_recall.md").read_text()
     assert "| N | pairs | linear | delta_net |" in table and table.count("\n| 32 |") == 2
     assert (tmp_path / "associative_recall.png").stat().st_size > 0
-    main(["--replot", "--out", str(tmp_path)])
+    (tmp_path / "associative_recall.md").unlink()
+    main(["--replot", "--out", str(tmp_path)])  # the table and plot again, from the JSON alone
+    assert (tmp_path / "associative_recall.md").read_text() == table
 
     main(["--quick", "--add", "--attentions", "gla", "--out", str(tmp_path)])  # one more column, the others kept
     merged = json.loads((tmp_path / "associative_recall.json").read_text())
@@ -38,6 +40,12 @@ def test_quick_run_writes_results(tmp_path):
     assert merged["results"]["linear"] == saved["results"]["linear"]
     assert merged["settings"]["attentions"] == ["linear", "gla", "delta_net"]
     assert "| N | pairs | linear | gla | delta_net |" in (tmp_path / "associative_recall.md").read_text()
+
+
+def test_the_table_names_the_command_that_made_it():
+    settings = settings_of(parse(["--steps", "30", "--lengths", "64", "128", "--attentions", "gla"]))
+    assert command_of(settings) == "python -m benchmarks.associative_recall --lengths 64 128 --steps 30"
+    assert command_of(settings_of(parse(["--quick"]))) == "python -m benchmarks.associative_recall --quick"
 
 
 def test_add_refuses_results_of_other_settings(tmp_path, capsys):
