@@ -134,7 +134,8 @@ def settings_of(args: argparse.Namespace) -> dict:
 
 
 def saved_results(args: argparse.Namespace) -> dict:
-    """The attentions of ``--out``'s associative_recall.json that --add keeps: same settings, not being trained now."""
+    """The attentions of ``--out``'s associative_recall.json, which --add keeps (same settings only) until this run
+    has its own column of the same name: one still in training keeps its saved column meanwhile."""
     path = Path(args.out) / "associative_recall.json"
     if not path.exists():
         return {}
@@ -144,7 +145,7 @@ def saved_results(args: argparse.Namespace) -> dict:
     if stored != settings_of(args):
         raise SystemExit(f"--add merges only results of the same settings: {path} holds {stored}, "
                          f"asked for {settings_of(args)}")
-    return {name: cells_ for name, cells_ in saved["results"].items() if name not in args.attentions}
+    return saved["results"]
 
 
 def in_table_order(results: dict) -> dict:

@@ -48,6 +48,30 @@ def test_the_table_names_the_command_that_made_it():
     assert command_of(settings_of(parse(["--quick"]))) == "python -m benchmarks.associative_recall --quick"
 
 
+def test_add_keeps_a_saved_column_until_this_run_replaces_it(tmp_path, monkeypatch):
+    """A run side by side with another keeps the other's column of an attention it has not trained yet."""
+    import benchmarks.associative_recall as bench
+
+    def cells_with(accuracy: float, pairs=(2, 4)) -> dict:
+        return {f"32x{p}": {"accuracy": accuracy, "final_loss": 1.0, "train_seconds": 1.0} for p in pairs}
+
+    saved = tmp_path / "associative_recall.json"
+    settings = {**settings_of(parse(["--quick"])), "attentions": ["gla"]}
+    saved.write_text(json.dumps({"settings": settings, "results": {"gla": cells_with(0.5)}}))
+    seen = []
+
+    def train_length(attention, length, pairs, args):  # what the file holds as each attention starts
+        seen.append((attention, json.loads(saved.read_text())["results"]))
+        return cells_with(0.9, pairs)
+
+    monkeypatch.setattr(bench, "train_length", train_length)
+    main(["--quick", "--add", "--attentions", "linear", "gla", "--out", str(tmp_path)])
+    attention, before_gla = seen[1]
+    assert attention == "gla" and set(before_gla) == {"linear", "gla"}  # linear written, gla's saved column kept
+    assert before_gla["gla"]["32x2"]["accuracy"] == 0.5
+    assert json.loads(saved.read_text())["results"]["gla"]["32x2"]["accuracy"] == 0.9  # then replaced
+
+
 def test_add_refuses_results_of_other_settings(tmp_path, capsys):
     other = {**settings_of(parse(["--quick"])), "seed": 7, "attentions": ["linear"]}
     saved = tmp_path / "associative_recall.json"
