@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from functools import partial
 from pathlib import Path
@@ -43,6 +42,8 @@ from lintf.data import AssociativeRecallData
 from lintf.models import EncoderConfig
 from lintf.registry import ATTENTIONS
 from lintf.tasks import AssociativeRecallTask
+
+from benchmarks.measure import write_report, write_whole
 
 ATTENTIONS_COMPARED = ["softmax", "linear", "gated_linear", "gla", "delta_net", "gated_delta_net", "retention", "local"]
 QUICK = {"lengths": [32], "pairs": [2, 4], "steps": 20, "batch_tokens": 256, "test_size": 32, "d_model": 16,
@@ -194,17 +195,7 @@ def write_results(finished: dict, args: argparse.Namespace) -> None:
     results = in_table_order({**(saved_results(args) if args.add else {}), **finished})
     settings = {**settings_of(args), "attentions": list(results)}
     plot(results, settings, out / "associative_recall.png")
-    lines = report(results, settings)
-    write_whole(out / "associative_recall.md", "\n".join(lines) + "\n")
-    write_whole(out / "associative_recall.json", json.dumps({"settings": settings, "results": results}, indent=1))
-    print("\n".join(lines))
-
-
-def write_whole(path: Path, text: str) -> None:
-    """Write text to path at once (a side-by-side --add run never reads half a file)."""
-    partial_file = path.with_name(f".{path.name}.{os.getpid()}")
-    partial_file.write_text(text)
-    os.replace(partial_file, path)
+    write_report(out, "associative_recall", report(results, settings), {"settings": settings, "results": results})
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -255,6 +246,7 @@ def main(argv: list[str] | None = None) -> None:
                           for cell, result in train_length(name, length, [p for n, p in cells([length], args.pairs)],
                                                            args).items()}
         write_results(finished, args)
+
 
 if __name__ == "__main__":
     main()

@@ -121,9 +121,17 @@ def write_report(out: str | Path, name: str, lines: list[str], payload: dict[str
     """Write ``out/name.md`` (the markdown ``lines``) and ``out/name.json`` (``payload``), and print the markdown."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
-    (out / f"{name}.json").write_text(json.dumps(payload, indent=2))
+    write_whole(out / f"{name}.md", "\n".join(lines) + "\n")
+    write_whole(out / f"{name}.json", json.dumps(payload, indent=2))
     print("\n".join(lines))
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write text to path at once: a run beside this one that reads path (a benchmark's ``--add``) never reads
+    half a file."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_text(text)
+    os.replace(partial, path)
 
 
 def seconds_per_thread_count(fn: Callable[[], Any], threads: list[int], repeats: int = 7,

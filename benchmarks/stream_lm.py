@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
@@ -28,6 +27,8 @@ import torch
 
 from lintf.run.cli import LintfCLI
 from lintf.data import TextStreamData
+
+from benchmarks.measure import write_report
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
@@ -111,20 +112,9 @@ def main() -> None:
     if args.add:  # read again now, so that runs started side by side all keep their rows
         rows = saved_rows(args) + rows
     attentions = list(dict.fromkeys(row["attention"] for row in rows))
-    lines = report(rows, attentions, args)
-    print("\n".join(lines))
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_whole(args.out / "stream_lm.md", "\n".join(lines) + "\n")
-    write_whole(args.out / "stream_lm.json", json.dumps({
+    write_report(args.out, "stream_lm", report(rows, attentions, args), {
         "steps": args.steps, "eval_lengths": args.eval_lengths, "overrides": args.overrides,
-        "threads": torch.get_num_threads(), "attentions": attentions, "results": rows}, indent=2))
-
-
-def write_whole(path: Path, text: str) -> None:
-    """Write text to path at once (a side-by-side --add run never reads half a file)."""
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
-    partial.write_text(text)
-    os.replace(partial, path)
+        "threads": torch.get_num_threads(), "attentions": attentions, "results": rows})
 
 
 if __name__ == "__main__":
