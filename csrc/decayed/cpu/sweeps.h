@@ -57,7 +57,7 @@ constexpr double kRebase = 20;
 template <typename T>
 struct Segment {
   int64_t begin, end;
-  T ref;
+  T ref, before;  // before: the cumulative log decay ahead of the segment's first position
 };
 
 // Scratch of one head's passes, 64-byte aligned; the size is independent of N.
@@ -66,19 +66,19 @@ struct Workspace {
   T *q, *k, *qs, *ks, *out_c;  // kChunk x cp: packed rows, scaled rows, dq or dk rows
   T *v, *g, *vs, *gs, *out_m;  // kChunk x mp: packed rows, scaled rows, output or dv rows
   T* partial;                  // kChunk x 8 vectors: dk's partial sums (tile::merged_suffix_recurrence)
-  T *c, *p;                    // kChunk: cumulative log decays inside the chunk; q_t . dq_t
+  T* c;                        // kChunk: cumulative log decays inside the chunk
   T *state, *suffix, *suffix_t;  // S (or S^T), R = dL/dS (cp x mp) and R^T (mp x cp)
   Segment<T> segments[kChunk];
   int64_t segment_count = 0;
   tile::PrefetchQueue ahead;  // rows of a later chunk, asked for while this one computes
 
   explicit Workspace(const Dims& d)
-      : buffer_(kChunk * (5 * d.cp + 5 * d.mp + 8 * tile::kWidth<T> + 2) + 3 * d.cp * d.mp) {
+      : buffer_(kChunk * (5 * d.cp + 5 * d.mp + 8 * tile::kWidth<T> + 1) + 3 * d.cp * d.mp) {
     T* next = buffer_.data();
     for (T** slot : {&q, &k, &qs, &ks, &out_c}) *slot = next, next += kChunk * d.cp;
     for (T** slot : {&v, &g, &vs, &gs, &out_m}) *slot = next, next += kChunk * d.mp;
     partial = next, next += kChunk * 8 * tile::kWidth<T>;
-    c = next, p = next + kChunk, next += 2 * kChunk;  // kChunk elements of fp32 or fp64: 64-byte multiples
+    c = next, next += kChunk;  // kChunk elements of fp32 or fp64: a 64-byte multiple
     state = next, suffix = next + d.cp * d.mp, suffix_t = next + 2 * d.cp * d.mp;
   }
 
@@ -142,7 +142,7 @@ void chunk_segments(const T* log_decay, int64_t rows, Workspace<T>& w) {
     const T ref = before - w.c[begin] <= T(kRebase) ? before : w.c[begin];
     int64_t end = begin + 1;
     while (end < rows && ref - w.c[end] <= T(kRebase)) ++end;
-    w.segments[w.segment_count++] = {begin, end, ref};
+    w.segments[w.segment_count++] = {begin, end, ref, before};
     begin = end;
   }
 }
@@ -165,7 +165,7 @@ void decayed_recurrence(const T* query, const T* key, int64_t key_width, const T
   const int64_t size = key_width * value_width;
   for (int64_t i = 0; i < w.segment_count; ++i) {
     const Segment<T>& s = w.segments[i];
-    scale(state, exp_nonpositive(s.ref - (s.begin == 0 ? T(0) : w.c[s.begin - 1])), size);
+    scale(state, exp_nonpositive(s.ref - s.before), size);
     scale_segment_rows(query, key_width, s, w.c, T(1), scaled_query);
     scale_segment_rows(key, key_width, s, w.c, T(-1), scaled_key);
     const int64_t at = s.begin * key_width;
@@ -238,7 +238,7 @@ void dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t
 // with e its last position and R' what entered it; leaves exp(a_begin) R_begin for the positions before.
 template <typename T>
 void reverse_segment(const Dims& d, const Segment<T>& s, const Chunk<T>& chunk, Workspace<T>& w) {
-  const Segment<T> to_end{s.begin, s.end, w.c[s.end - 1]};
+  const Segment<T> to_end{s.begin, s.end, w.c[s.end - 1], s.before};
   scale_segment_rows(chunk.q, d.cp, to_end, w.c, T(1), w.qs);
   scale_segment_rows(chunk.k, d.cp, to_end, w.c, T(-1), w.ks);
   scale_segment_rows(chunk.v, d.mp, to_end, w.c, T(-1), w.vs);
@@ -253,7 +253,7 @@ void reverse_segment(const Dims& d, const Segment<T>& s, const Chunk<T>& chunk, 
     tile::recurrence<T>(rows, true, w.vs + at_m, g + at_m, d.mp, w.qs + at_c, d.cp, w.suffix_t, w.out_c + at_c,
                         &w.ahead);
   }
-  const T factor = exp_nonpositive(to_end.ref - (s.begin == 0 ? T(0) : w.c[s.begin - 1]));
+  const T factor = exp_nonpositive(to_end.ref - s.before);
   scale(w.suffix, factor, d.cp * d.mp);
   if constexpr (!tile::kMerged<T>) scale(w.suffix_t, factor, d.cp * d.mp);
 }
