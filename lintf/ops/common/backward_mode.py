@@ -53,7 +53,7 @@ def backward_will_follow(tensors: Iterable[Tensor | None]) -> bool:
 
 
 def keeps_states_for_cpu_backward(inputs: Iterable[Tensor | None], state_bytes: int, input_bytes: int) -> bool:
-    """The one rule of every compiled op: whether its forward keeps chunk states for its backward.
+    """The one rule of the compiled ops that keep chunk states (causal, decayed): whether a forward keeps them.
 
     Only a CPU backward reads them (a GPU kernel keeps its own), only when autograd will run it, and only when
     ``stores_chunk_states`` allows their bytes.
