@@ -3,6 +3,7 @@
     python -m benchmarks.training_step                 # d_model 256, 1 thread: 30-40 minutes on a quiet machine
     python -m benchmarks.training_step --full          # also d_model 512 and 2 threads: 5-6 hours
     python -m benchmarks.training_step --sizes 256 --lengths 4096 --dtypes fp32 --threads 1   # one piece
+    python -m benchmarks.training_step --add --sizes 512 --lengths 1024 --dtypes fp32   # more cells beside the saved
 
 The model is ``StreamLanguageModelTask`` (what ``lintf fit --config configs/stream_lm.yaml`` trains) with
 random weights, a 256-token vocabulary, dropout 0, no position codes and ``between_segments: reset``
@@ -24,6 +25,11 @@ time is the median of its timed steps. Then ``--profile-steps`` plain steps run 
 share of their wall time spent in the attention op (``lintf::causal_product`` / ``lintf::decayed_product``
 and their backwards, ``scaled_dot_product_attention`` and its backward for softmax) and the biggest
 non-attention ops by self time. Writes training_step.{md,json} to --out (benchmarks/results).
+
+``--add`` measures the cells asked for and merges them into the saved results, replacing saved cells of the
+same key (d_model, N, dtype, threads, attention); it refuses results of another measuring protocol (tokens,
+warmup, steps, rounds, budget, profile steps), CPU or torch, and reads them again when it writes, so runs
+one after another build up one table. The report lists every command that made its rows.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback, Trainer
 
-from benchmarks.measure import module_environment, positive_int
+from benchmarks.measure import module_environment, positive_int, write_report
 
 HERE = Path(__file__).resolve().parent
 NAME = "training_step"
@@ -57,6 +63,8 @@ DEFAULT_GRID = {"sizes": [256], "lengths": [1024, 4096, 16384], "dtypes": ["fp32
                 "attentions": ["linear", "gated_linear", "softmax"]}
 FULL_GRID = {**DEFAULT_GRID, "sizes": [256, 512], "threads": [1, 2]}
 QUICK_GRID = {**DEFAULT_GRID, "sizes": [32], "lengths": [32, 64], "dtypes": ["fp32"]}
+CELL_KEY = ("d_model", "length", "dtype", "threads", "attention")
+PROTOCOL = ("tokens", "warmup", "steps", "rounds", "budget", "profile_steps")  # what --add requires to match
 
 
 class StepClock(Callback):
@@ -245,16 +253,19 @@ def label(row: dict[str, Any]) -> str:
     return f"d_model {row['d_model']}, N = {row['length']:,}, {row['dtype']}, {row['threads']} thread(s)"
 
 
-def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[str]:
+def render(rows: list[dict[str, Any]], runs: list[dict[str, Any]], protocol: dict[str, Any]) -> list[str]:
     import lightning
 
+    commands = [f"`{run['command']}` (load average before / after: {run['load_average'][0]:.1f} / "
+                f"{run['load_average'][1]:.1f})" for run in runs]
     lines = ["# A training step of the stream language model on the CPU: Lightning against a plain loop", "",
-             f"`{' '.join(['python -m benchmarks.' + NAME, *sys.argv[1:]])}`", "",
-             f"{cpu_model()}; torch {torch.__version__}, lightning {lightning.__version__}. {args.tokens:,} tokens per "
-             f"batch (B = {args.tokens} / N), AdamW, vocabulary {VOCAB}, dropout 0; median of up to {args.steps} timed "
-             f"steps in each of {args.rounds} alternating rounds per loop after {args.warmup} untimed ones. Attention "
-             f"share: the attention op's part of {args.profile_steps} profiled plain step(s); other ops by self time. "
-             f"Load average before / after: {args.load_average[0]:.1f} / {args.load_average[1]:.1f}.", "",
+             *(["Made by " + "; then ".join(commands) + "."] if len(commands) > 1 else [f"Made by {commands[0]}."]),
+             "",
+             f"{protocol['cpu']}; torch {protocol['torch']}, lightning {lightning.__version__}. {protocol['tokens']:,} "
+             f"tokens per batch (B = {protocol['tokens']} / N), AdamW, vocabulary {VOCAB}, dropout 0; median of up to "
+             f"{protocol['steps']} timed steps in each of {protocol['rounds']} alternating rounds per loop after "
+             f"{protocol['warmup']} untimed ones. Attention share: the attention op's part of "
+             f"{protocol['profile_steps']} profiled plain step(s); other ops by self time.", "",
              *headline(rows), "",
              "| d_model | N | B | dtype | threads | attention | Lightning tokens/s | plain tokens/s "
              "| Lightning / plain | attention op | biggest other ops (share of the step) |",
@@ -288,6 +299,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--budget", type=float, default=30.0, help="seconds of timed steps a round may stop after")
     parser.add_argument("--profile-steps", type=positive_int, default=1, help="plain steps under torch.profiler")
     parser.add_argument("--out", type=Path, default=HERE / "results", help="directory of the .md and .json")
+    parser.add_argument("--add", action="store_true", help="measure only the cells asked for and merge them into "
+                        "the saved results of the same protocol")
     parser.add_argument("--cell", nargs=5, metavar=("D_MODEL", "N", "DTYPE", "THREADS", "ATTENTION"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -300,21 +313,51 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def protocol_of(args: argparse.Namespace) -> dict[str, Any]:
+    """What rows must share to sit in one table: the measuring protocol, the CPU and torch."""
+    return {**{name: getattr(args, name) for name in PROTOCOL}, "cpu": cpu_model(), "torch": torch.__version__}
+
+
+def saved_results(args: argparse.Namespace) -> dict[str, Any]:
+    """``--out``'s training_step.json, which ``--add`` merges into, after checking it has this run's protocol."""
+    path = args.out / f"{NAME}.json"
+    if not path.exists():
+        raise SystemExit(f"--add merges into {path}, which does not exist: run without --add first")
+    saved = json.loads(path.read_text())
+    if saved.get("protocol") != protocol_of(args):
+        raise SystemExit(f"--add merges only results of the same protocol: {path} holds {saved.get('protocol')}, "
+                         f"this run has {protocol_of(args)}")
+    return saved
+
+
+def merged(saved: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The saved rows whose cells were not measured again, and the new rows, in grid order."""
+    new = {tuple(row[k] for k in CELL_KEY) for row in rows}
+    kept = [row for row in saved["rows"] if tuple(row[k] for k in CELL_KEY) not in new]
+    order = {"dtype": sorted(PRECISIONS, key=lambda name: name != "fp32"), "attention": list(ATTENTION_OPS)}
+    return sorted(kept + rows, key=lambda row: (row["d_model"], row["threads"], order["dtype"].index(row["dtype"]),
+                                                row["length"], order["attention"].index(row["attention"])))
+
+
 def main() -> None:
     args = parse()
     if args.cell:  # one cell, in the process run_cell started
         d_model, length, dtype, threads, attention = args.cell
         print(json.dumps(measure_cell(args, int(d_model), int(length), dtype, int(threads), attention)))
         return
+    if args.add:
+        saved_results(args)  # refuse another protocol before measuring
     load_before = os.getloadavg()
     rows = measure_all(args)
-    args.load_average = (load_before[0], os.getloadavg()[0])
-    lines = render(rows, args)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{NAME}.md").write_text("\n".join(lines) + "\n")
-    settings = {key: value for key, value in vars(args).items() if key not in ("out", "cell")}
-    (args.out / f"{NAME}.json").write_text(json.dumps({"settings": settings, "rows": rows}, indent=1))
-    print("\n".join(lines))
+    run = {"command": " ".join(["python -m benchmarks." + NAME, *sys.argv[1:]]),
+           "load_average": [load_before[0], os.getloadavg()[0]], "settings": {
+               name: getattr(args, name) for name in ("sizes", "lengths", "dtypes", "threads", "attentions")}}
+    runs = [run]
+    if args.add:  # read again now: a run that finished meanwhile keeps its rows
+        saved = saved_results(args)
+        rows, runs = merged(saved, rows), saved["runs"] + runs
+    protocol = protocol_of(args)
+    write_report(args.out, NAME, render(rows, runs, protocol), {"protocol": protocol, "runs": runs, "rows": rows})
 
 
 if __name__ == "__main__":

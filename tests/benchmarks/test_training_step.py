@@ -1,4 +1,5 @@
-"""benchmarks.training_step: --quick runs both loops end to end and writes a well-formed table and JSON."""
+"""benchmarks.training_step: --quick runs both loops end to end and writes a well-formed table and JSON; --add
+merges more cells into it, only from the same protocol."""
 
 import json
 import os
@@ -31,6 +32,29 @@ def test_quick_run_writes_table_and_json(tmp_path):
     table = (tmp_path / "training_step.md").read_text()
     assert "Lightning's step over the plain loop's" in table and "softmax's step over linear's" not in table
     assert "| 32 | 32 | 4 | fp32 | 1 | softmax |" in table and "model name" not in table
+
+
+def run(tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "benchmarks.training_step", "--quick", "--out", str(tmp_path), *options]
+    return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=ENV, check=False)
+
+
+def test_add_merges_cells_replaces_measured_ones_and_refuses_another_protocol(tmp_path):
+    assert "run without --add first" in run(tmp_path, "--add", "--lengths", "32").stderr
+    assert run(tmp_path, "--lengths", "32", "--attentions", "softmax", "linear").returncode == 0
+    first = json.loads((tmp_path / "training_step.json").read_text())["rows"]
+    assert run(tmp_path, "--add", "--lengths", "64", "32", "--attentions", "linear").returncode == 0
+    saved = json.loads((tmp_path / "training_step.json").read_text())
+    cells = [(r["length"], r["attention"]) for r in saved["rows"]]
+    assert cells == [(32, "linear"), (32, "softmax"), (64, "linear")]  # grid order, the (32, linear) cell once
+    assert saved["rows"][1] == next(r for r in first if r["attention"] == "softmax")  # kept as measured
+    assert saved["rows"][0] != next(r for r in first if r["attention"] == "linear")  # measured again
+    assert [r["settings"]["lengths"] for r in saved["runs"]] == [[32], [64, 32]]
+    table = (tmp_path / "training_step.md").read_text()
+    assert "--attentions softmax linear` (load average" in table and "; then `python -m benchmarks.training_step" in table
+    refused = run(tmp_path, "--add", "--lengths", "32", "--tokens", "64")
+    assert refused.returncode != 0 and "same protocol" in refused.stderr and "'tokens': 128" in refused.stderr
+    assert json.loads((tmp_path / "training_step.json").read_text()) == saved  # nothing lost
 
 
 def row(attention: str, length: int, plain: float, lightning: float) -> dict:

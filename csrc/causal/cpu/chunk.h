@@ -18,7 +18,7 @@ using tile::kWidth;
 template <typename T>
 struct Workspace {
   T *q, *qt, *k, *kt, *v, *vt, *g, *o, *gz, *rows, *cols;  // kChunk rows (gz: kChunk values)
-  T* partial;  // kChunk x 8 vectors: dk's partial sums in tile::merged_suffix_recurrence
+  T* partial;  // kChunk x tile::kMergedRows vectors: dk's partial sums in tile::merged_suffix_recurrence
   T* state_t;  // mp x cp: the transposed suffix state the reverse sweep keeps beside the state
   tile::PrefetchQueue ahead;  // rows of a later chunk, asked for while this one computes
 
@@ -27,7 +27,7 @@ struct Workspace {
     const std::pair<T**, int64_t> slots[] = {{&q, d.cp}, {&qt, d.cp}, {&k, d.cp},   {&kt, d.cp},
                                              {&v, d.mp}, {&vt, d.mp}, {&g, d.mp},   {&o, d.mp},
                                              {&gz, 1},   {&rows, wide}, {&cols, wide},
-                                             {&partial, 8 * kWidth<T>}};
+                                             {&partial, tile::kMergedRows * kWidth<T>}};
     T* next = buffer_.data();
     for (const auto& [slot, width] : slots) {
       *slot = next;
@@ -39,7 +39,7 @@ struct Workspace {
  private:
   static int64_t size(const Dims& d) {
     // the slots, then state_t
-    return kChunk * (4 * d.cp + 4 * d.mp + 1 + 2 * std::max(d.cp, d.mp) + 8 * kWidth<T>) + d.cp * d.mp;
+    return kChunk * (4 * d.cp + 4 * d.mp + 1 + 2 * std::max(d.cp, d.mp) + tile::kMergedRows * kWidth<T>) + d.cp * d.mp;
   }
   AlignedBuffer<T> buffer_;
 };

@@ -67,7 +67,12 @@ void backward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
     const int64_t last = std::min(first + span, d.chunks);
     const T* start = a.chunk_states == nullptr ? state_of(a.state0, d, head) : stored_state(d, a, head, first / span);
     load_state(start, d, true, w.state);
-    for (int64_t chunk = first; chunk < last; ++chunk) dq_chunk(d, a, head, chunk * kChunk, w);
+    for (int64_t chunk = first; chunk < last; ++chunk) {
+      // Prefetches rows of this span only: the chunks after it are done, and the dk, dv sweep of the
+      // span after it (run just before) asked for its first kPrefetchChunks chunks.
+      const int64_t ahead = chunk + kPrefetchChunks;
+      dq_chunk(d, a, head, chunk * kChunk, ahead < last ? ahead * kChunk : -1, w);
+    }
     if (last == d.chunks) x = start_reverse(d, a, head, w);
     for (int64_t chunk = last - 1; chunk >= first; --chunk) x = dkdv_chunk(d, a, head, chunk * kChunk, x, w);
   }

@@ -65,7 +65,7 @@ template <typename T>
 struct Workspace {
   T *q, *k, *qs, *ks, *out_c;  // kChunk x cp: packed rows, scaled rows, dq or dk rows
   T *v, *g, *vs, *gs, *out_m;  // kChunk x mp: packed rows, scaled rows, output or dv rows
-  T* partial;                  // kChunk x 8 vectors: dk's partial sums (tile::merged_suffix_recurrence)
+  T* partial;                  // kChunk x tile::kMergedRows vectors: dk's partial sums (tile::merged_suffix_recurrence)
   T* c;                        // kChunk: cumulative log decays inside the chunk
   T *state, *suffix, *suffix_t;  // S (or S^T), R = dL/dS (cp x mp) and R^T (mp x cp)
   Segment<T> segments[kChunk];
@@ -73,11 +73,11 @@ struct Workspace {
   tile::PrefetchQueue ahead;  // rows of a later chunk, asked for while this one computes
 
   explicit Workspace(const Dims& d)
-      : buffer_(kChunk * (5 * d.cp + 5 * d.mp + 8 * tile::kWidth<T> + 1) + 3 * d.cp * d.mp) {
+      : buffer_(kChunk * (5 * d.cp + 5 * d.mp + tile::kMergedRows * tile::kWidth<T> + 1) + 3 * d.cp * d.mp) {
     T* next = buffer_.data();
     for (T** slot : {&q, &k, &qs, &ks, &out_c}) *slot = next, next += kChunk * d.cp;
     for (T** slot : {&v, &g, &vs, &gs, &out_m}) *slot = next, next += kChunk * d.mp;
-    partial = next, next += kChunk * 8 * tile::kWidth<T>;
+    partial = next, next += kChunk * tile::kMergedRows * tile::kWidth<T>;
     c = next, next += kChunk;  // kChunk elements of fp32 or fp64: a 64-byte multiple
     state = next, suffix = next + d.cp * d.mp, suffix_t = next + 2 * d.cp * d.mp;
   }
@@ -223,10 +223,11 @@ void forward_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int6
 }
 
 // dq_t = S_t g_t with S^T (mp x cp) in w.state, left holding S^T at the chunk's end; p_t = q_t . dq_t.
+// Prefetches the rows of the chunk at ahead_t0 (none when outside the sequence).
 template <typename scalar_t, typename T>
-void dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w) {
+void dq_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, int64_t ahead_t0, Workspace<T>& w) {
   const Chunk<T> chunk = load_chunk(d, a, head, t0, w);
-  prefetch_chunk(d, a, head, t0 + kPrefetchChunks * kChunk, w);
+  prefetch_chunk(d, a, head, ahead_t0, w);
   decayed_recurrence(chunk.g, chunk.v, d.mp, chunk.k, d.cp, w.state, w.out_c, w.gs, w.vs, w);
   T* p = rows_of(a.d_log_decay, d, head, t0, 1);
   for (int64_t t = 0; t < chunk.rows; ++t) p[t] = tile::dot<T>(chunk.q + t * d.cp, w.out_c + t * d.cp, d.cp);
