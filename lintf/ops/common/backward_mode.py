@@ -5,8 +5,9 @@
 * ``recompute``: the forward keeps nothing; the backward sweeps recompute the prefix states (constant
   memory in N);
 * ``stored``: the forward keeps the state at every chunk boundary and the backward starts from them;
-* ``auto`` (default, also when unset): ``stored`` when the chunk states take at most 1/8 of the bytes
-  of the inputs they come from, else ``recompute``.
+* ``auto`` (default, also when unset): ``stored`` when the chunk states take at most the op's share of
+  the bytes of the inputs they come from (the causal product: 1/8), else ``recompute``. The decayed
+  product's share is 0 (``lintf.ops.decayed.compiled``): its backward is no faster from kept states.
 """
 
 from __future__ import annotations
@@ -34,16 +35,17 @@ def cpu_backward_mode() -> str:
     return value
 
 
-def stores_chunk_states(state_bytes: int, input_bytes: int) -> bool:
+def stores_chunk_states(state_bytes: int, input_bytes: int, auto_share: float = AUTO_STATE_SHARE) -> bool:
     """Whether a forward should keep its chunk states for the backward, under ``LINTF_CPU_BACKWARD``.
 
     Args:
         state_bytes: bytes the chunk states would take (every head, every chunk boundary).
         input_bytes: bytes of the inputs those states summarise (q, k, v and any gates).
+        auto_share: the largest share of input_bytes that ``auto`` keeps (0: auto keeps none).
     """
     mode = cpu_backward_mode()
     if mode == "auto":
-        return state_bytes <= AUTO_STATE_SHARE * input_bytes
+        return 0 < state_bytes <= auto_share * input_bytes
     return mode == "stored"
 
 
@@ -52,7 +54,8 @@ def backward_will_follow(tensors: Iterable[Tensor | None]) -> bool:
     return is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
-def keeps_states_for_cpu_backward(inputs: Iterable[Tensor | None], state_bytes: int, input_bytes: int) -> bool:
+def keeps_states_for_cpu_backward(inputs: Iterable[Tensor | None], state_bytes: int, input_bytes: int,
+                                  auto_share: float = AUTO_STATE_SHARE) -> bool:
     """The one rule of the compiled ops that keep chunk states (causal, decayed): whether a forward keeps them.
 
     Only a CPU backward reads them (a GPU kernel keeps its own), only when autograd will run it, and only when
@@ -62,8 +65,9 @@ def keeps_states_for_cpu_backward(inputs: Iterable[Tensor | None], state_bytes: 
         inputs: the op's tensor inputs (None for an absent optional one); the first one's device decides.
         state_bytes: bytes the chunk states would take (every head, every kept boundary).
         input_bytes: bytes of the inputs those states summarise.
+        auto_share: the largest share of input_bytes that ``auto`` keeps (0: auto keeps none).
     """
     tensors = [t for t in inputs if t is not None]
     if tensors[0].device.type != "cpu" or not backward_will_follow(tensors):
         return False
-    return stores_chunk_states(state_bytes, input_bytes)
+    return stores_chunk_states(state_bytes, input_bytes, auto_share)

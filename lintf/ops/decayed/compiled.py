@@ -13,8 +13,8 @@ q, k: (B, H, N, C); v, out, grad_out: (B, H, N, M), all fp16, bf16, fp32 or fp64
 (B, H, N) <= 0, the states (B, H, C, M) and their gradients in the accumulation dtype (fp32, fp64
 for fp64 inputs). The first backward runs the compiled ``decayed_product_backward``; a backward
 that records a graph of its own (``create_graph=True``) differentiates the pure-PyTorch chunked
-path instead. When a CPU backward will follow and ``LINTF_CPU_BACKWARD`` says so
-(``lintf.ops.common.backward_mode``), the forward keeps the state entering every span of
+path instead. When a CPU backward will follow and ``LINTF_CPU_BACKWARD`` is ``stored``
+(``lintf.ops.common.backward_mode``; ``auto`` keeps none, see AUTO_STATE_SHARE), the forward keeps the state entering every span of
 ``STATE_SPACING`` positions, (B, H, ceil(N / STATE_SPACING), C, M), and the backward starts each
 span from its state; otherwise (and always on CUDA, whose backward recomputes its chunk states
 itself) state_spacing is 0 and the backward's memory does not grow with N. The extension runs
@@ -36,6 +36,11 @@ from lintf.ops.decayed.chunked import DEFAULT_CHUNK_SIZE, decayed_product_chunke
 # Positions between kept states. Per position they take C M / STATE_SPACING elements against the
 # 2C + M + 1 of q, k, v and log_decay: 1/12 at C = M = 64 in fp32, within LINTF_CPU_BACKWARD=auto's 1/8.
 STATE_SPACING = 256
+# The share of the inputs' bytes up to which LINTF_CPU_BACKWARD=auto keeps chunk states: none. The dq sweep
+# rebuilds S position by position whatever state it starts from, so kept states only spare the backward a
+# second read of the inputs, which its prefetch hides; keeping and loading them made forward+backward 4-6%
+# slower on every vector path at N = 1k to 16k (benchmarks/results/decayed_product.md, `stored` rows).
+AUTO_STATE_SHARE = 0.0
 
 
 def serves(device: torch.device) -> bool:
@@ -54,12 +59,14 @@ def decayed_product(
 
 
 def keeps_chunk_states(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initial_state: Tensor | None) -> bool:
-    """Whether the forward keeps its chunk states: a CPU backward will follow and LINTF_CPU_BACKWARD allows their bytes."""
+    """Whether the forward keeps its chunk states: a CPU backward will follow and LINTF_CPU_BACKWARD is ``stored``
+    (``auto`` keeps none here: AUTO_STATE_SHARE)."""
     batch, heads, length, features = q.shape
     spans = -(-length // STATE_SPACING)
     state_bytes = batch * heads * spans * features * v.shape[-1] * log_decay.element_size()
     input_bytes = sum(t.numel() * t.element_size() for t in (q, k, v, log_decay))
-    return keeps_states_for_cpu_backward((q, k, v, log_decay, initial_state), state_bytes, input_bytes)
+    return keeps_states_for_cpu_backward((q, k, v, log_decay, initial_state), state_bytes, input_bytes,
+                                         auto_share=AUTO_STATE_SHARE)
 
 
 def _fake_forward(

@@ -14,6 +14,13 @@ def test_cpu_inputs_that_need_a_backward_follow_the_mode(monkeypatch, mode, stat
     assert keeps_states_for_cpu_backward((q, None), state_bytes, input_bytes=800) == kept  # auto: <= 1/8
 
 
+def test_an_op_whose_auto_share_is_zero_keeps_states_only_when_stored(monkeypatch):
+    q = torch.zeros(2, requires_grad=True)
+    for mode, kept in (("auto", False), ("stored", True), ("recompute", False)):
+        monkeypatch.setenv("LINTF_CPU_BACKWARD", mode)
+        assert keeps_states_for_cpu_backward((q,), 1, input_bytes=800, auto_share=0.0) == kept
+
+
 def test_nothing_is_kept_without_a_backward_or_off_the_cpu(monkeypatch):
     monkeypatch.setenv("LINTF_CPU_BACKWARD", "stored")
     assert not keeps_states_for_cpu_backward((torch.zeros(2), None), 1, 800)  # nothing requires grad

@@ -26,8 +26,9 @@ def expanded_inputs(n: int, c: int, m: int, requires_grad: bool = True) -> list[
 
 
 @pytest.mark.parametrize("mode, features, requires_grad, keeps", [
-    ("auto", 64, True, True),  # states every 256 positions: 1/12 of q, k, v, log_decay's bytes
+    ("auto", 64, True, False),  # 1/12 of q, k, v, log_decay's bytes, but auto keeps none (AUTO_STATE_SHARE)
     ("auto", 256, True, False),  # 1/3 of them
+    ("stored", 64, True, True),  # states every 256 positions
     ("stored", 256, True, True),
     ("recompute", 64, True, False),
     ("auto", 64, False, False),  # no backward follows
