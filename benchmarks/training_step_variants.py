@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(compare(args, variant))
         print(f"{variant}: {rows[-1]['ratio']:.3f}", flush=True)
     args.load_average = (load_before[0], os.getloadavg()[0])
-    settings = {k: (str(v) if k == "out" else v) for k, v in vars(args).items()}
+    settings = {k: v for k, v in vars(args).items() if k != "out"}
     write_report(args.out, NAME, render(rows, args), {"settings": settings, "rows": rows})
 
 

@@ -8,7 +8,7 @@
 // gz): a forward sweep gives dq_i = S_i g_i + gz_i z_i from the prefix state (kept value-major, S^T,
 // so that it is the recurrence's state), a reverse sweep gives dv_j = R_j^T k_j and
 // dk_j = R_j v_j + r_j from the suffix state R_j = sum_{i>=j} q_i g_i^T (and its transpose, a
-// second recurrence; on AVX-512 in fp32 one update of R serves both, tile::merged_suffix_recurrence),
+// second recurrence; in fp32 one update of R serves both, tile::merged_suffix_recurrence),
 // r_j = sum_{i>=j} gz_i q_i. Both sweeps keep only O(C M) state, so memory
 // beyond inputs, outputs and gradients does not grow with N. Where a sweep starts (the initial
 // state, the final state's gradient, or the state a previous range of chunks left) is the

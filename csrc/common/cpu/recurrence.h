@@ -5,7 +5,7 @@
 //   state += key_t value_t^T   (key_width x value_width)
 //   out_t  = query_t^T state    (value_width; the state includes position t)
 // which is the forward (query q, key k, value v, state S), the dq sweep (g, v, k and S^T) and both
-// halves of the reverse sweep (k, q, g and R for dv; v, g, q and R^T for dk; on AVX-512 in fp32
+// halves of the reverse sweep (k, q, g and R for dv; v, g, q and R^T for dk; in fp32
 // suffix_recurrence.h computes both from one update of R) of the CPU ops. It
 // executes the minimal 4 * key_width * value_width flops per position, against the 5 to 6.5 of a
 // chunked method (a masked intra-chunk product beside the inter-chunk one).
