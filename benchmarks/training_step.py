@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import Tensor
 from lightning.pytorch import Callback, Trainer
 
 from benchmarks.measure import module_environment, positive_int, write_report
@@ -120,17 +121,23 @@ def run_lightning(task, data: list[dict[str, Any]], dtype: str, clock: StepClock
     trainer.fit(task, train_dataloaders=loader)
 
 
+def plain_step(task, optimizer: torch.optim.Optimizer, batch: dict[str, Any], index: int, dtype: str) -> Tensor:  # noqa: ANN001
+    """One whole optimizer step of a task detached from any trainer (``trainer = None``); returns its loss."""
+    with warnings.catch_warnings(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
+        warnings.filterwarnings("ignore", message=".*self.log")
+        loss = task.training_step(batch, index)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss
+
+
 def run_plain(task, data: list[dict[str, Any]], dtype: str, clock: StepClock | None) -> None:
     task.trainer = None  # detached from an earlier fit: self.log then returns at once
     optimizer = task.configure_optimizers()
     task.train()
     for index, batch in enumerate(data):
-        with warnings.catch_warnings(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
-            warnings.filterwarnings("ignore", message=".*self.log")
-            loss = task.training_step(batch, index)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        plain_step(task, optimizer, batch, index, dtype)
         if clock is not None and clock.tick():
             return
 

@@ -34,7 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from benchmarks.measure import positive_int, write_report
-from benchmarks.training_step import HERE, PRECISIONS, SIZES, batches, build_task, cpu_model
+from benchmarks.training_step import HERE, PRECISIONS, SIZES, batches, build_task, cpu_model, plain_step
 
 NAME = "training_step_variants"
 
@@ -46,16 +46,12 @@ def compile_layers(model: nn.Module) -> None:
         layer.compile()
 
 
-def contiguous_split(self, x: Tensor) -> Tensor:  # noqa: ANN001 (bound to a MultiHeadAttention)
-    batch, length, _ = x.shape
-    return x.view(batch, length, self.n_heads, self.head_dim).transpose(1, 2).contiguous()  # (B, H, N, D)
-
-
 def contiguous_heads(model: nn.Module) -> None:
     from lintf.models.attention_layer import MultiHeadAttention
 
     for block in [m for m in model.modules() if isinstance(m, MultiHeadAttention)]:
-        block._split_heads = types.MethodType(contiguous_split, block)
+        split = block._split_heads  # (B, N, d) -> a (B, H, N, D) view
+        block._split_heads = lambda x, split=split: split(x).contiguous()
 
 
 def fused_forward(self, x: Tensor, causal: bool, key_padding_mask: Tensor | None = None, state: Any = None,  # noqa: ANN001
@@ -98,15 +94,7 @@ class Stepper:
 
     def step(self, batch: dict[str, Any]) -> float:
         """One whole optimizer step; returns its loss."""
-        import warnings
-
-        with warnings.catch_warnings(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.dtype == "bf16"):
-            warnings.filterwarnings("ignore", message=".*self.log")
-            loss = self.task.training_step(batch, 0)
-        loss.backward()
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return loss.item()
+        return plain_step(self.task, self.optimizer, batch, 0, self.dtype).item()
 
 
 def compare(args: argparse.Namespace, variant: str) -> dict[str, Any]:

@@ -45,7 +45,7 @@ def stores_chunk_states(state_bytes: int, input_bytes: int, auto_share: float = 
     """
     mode = cpu_backward_mode()
     if mode == "auto":
-        return 0 < state_bytes <= auto_share * input_bytes
+        return state_bytes <= auto_share * input_bytes
     return mode == "stored"
 
 

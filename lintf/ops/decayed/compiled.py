@@ -14,8 +14,8 @@ q, k: (B, H, N, C); v, out, grad_out: (B, H, N, M), all fp16, bf16, fp32 or fp64
 for fp64 inputs). The first backward runs the compiled ``decayed_product_backward``; a backward
 that records a graph of its own (``create_graph=True``) differentiates the pure-PyTorch chunked
 path instead. When a CPU backward will follow and ``LINTF_CPU_BACKWARD`` is ``stored``
-(``lintf.ops.common.backward_mode``; ``auto`` keeps none, see AUTO_STATE_SHARE), the forward keeps the state entering every span of
-``STATE_SPACING`` positions, (B, H, ceil(N / STATE_SPACING), C, M), and the backward starts each
+(``lintf.ops.common.backward_mode``; ``auto`` keeps none, see AUTO_STATE_SHARE), the forward keeps
+the state entering every span of ``STATE_SPACING`` positions, (B, H, ceil(N / STATE_SPACING), C, M), and the backward starts each
 span from its state; otherwise (and always on CUDA, whose backward recomputes its chunk states
 itself) state_spacing is 0 and the backward's memory does not grow with N. The extension runs
 ``register_python_parts`` once the library is loaded (``on_load``, below).
@@ -34,7 +34,7 @@ from lintf.ops.common.recorded_gradients import recorded_gradients
 from lintf.ops.decayed.chunked import DEFAULT_CHUNK_SIZE, decayed_product_chunked
 
 # Positions between kept states. Per position they take C M / STATE_SPACING elements against the
-# 2C + M + 1 of q, k, v and log_decay: 1/12 at C = M = 64 in fp32, within LINTF_CPU_BACKWARD=auto's 1/8.
+# 2C + M + 1 of q, k, v and log_decay: 1/12 at C = M = 64 in fp32.
 STATE_SPACING = 256
 # The share of the inputs' bytes up to which LINTF_CPU_BACKWARD=auto keeps chunk states: none. The dq sweep
 # rebuilds S position by position whatever state it starts from, so kept states only spare the backward a
