@@ -1,9 +1,10 @@
 """GPU benchmark of causal linear attention: lintf's CUDA kernels against softmax SDPA and the alternatives.
 
-    python -m benchmarks.causal_product_gpu [--lengths 1024 2048 4096 16384 65536] [--dims 64 128]
-        [--dtypes bf16 fp32] [--repeats 10] [--no-crossover] [--impls NAME ...] [--out DIR]
+    python -m benchmarks.causal_product_gpu [--heads 16 128 512] [--lengths 512 1024 2048 4096 16384 65536]
+        [--dims 64 128] [--dtypes bf16 fp16 fp32] [--max-positions 8388608] [--repeats 10] [--no-crossover]
+        [--impls NAME ...] [--out DIR]
 
-B=1, H=16 (B*H = 16), C = M = dim, q and k elu+1 feature maps, v Gaussian. For every (dtype, dim, N),
+B*H heads of H = 16, C = M = dim, q and k elu+1 feature maps, v Gaussian. For every (dtype, dim, B*H, N),
 forward and forward+backward (autograd, gradients of q, k, v) of:
   lintf chunked   lintf's CUDA op with LINTF_CUDA_KERNEL=chunked (tensor-core chunked kernel)
   lintf scan      the same op with LINTF_CUDA_KERNEL=scan (the sequential scan kernel)
@@ -16,8 +17,9 @@ forward and forward+backward (autograd, gradients of q, k, v) of:
                   timed call), when `pip install flash-linear-attention` is importable
 Times are medians over --repeats runs, measured with CUDA events after warm-up; each cell also gives
 the ratio to lintf chunked on its row (> 1: slower than lintf chunked). A second table times both lintf
-kernels at short N, the measurement behind the op's automatic choice of kernel. --impls limits the run
-to the named implementations (lintf chunked is always timed: the ratios refer to it).
+kernels at short N (B*H = the smallest --heads), the measurement behind the op's automatic choice of
+kernel. --impls limits the run to the named implementations (lintf chunked is always timed: the ratios
+refer to it). Rows with B*H*N above --max-positions are left out (their tensors outgrow the GPU).
 Writes causal_product_gpu.{md,json} into --out (default benchmarks/results), headed by the command and
 the GPU's name.
 """
@@ -28,6 +30,7 @@ import argparse
 import inspect
 import itertools
 import json
+import shlex
 import os
 import statistics
 import sys
@@ -43,7 +46,7 @@ from lintf.ops.causal.chunked import causal_linear_attention_pytorch
 HEADS = 16
 RESULTS = Path(__file__).parent / "results"
 NAMES = ("lintf chunked", "lintf scan", "lintf pytorch", "SDPA", "FLA chunk", "FLA recurrent")
-DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 Fn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -84,9 +87,9 @@ def fla_implementations() -> tuple[dict[str, Fn], str]:
         fla, "__version__", "unknown version")
 
 
-def inputs(n: int, dim: int, dtype: torch.dtype) -> list[torch.Tensor]:
+def inputs(batch_heads: int, n: int, dim: int, dtype: torch.dtype) -> list[torch.Tensor]:
     gen = torch.Generator(device="cuda").manual_seed(0)
-    shape = (1, HEADS, n, dim)
+    shape = (batch_heads // HEADS, HEADS, n, dim)
     q, k = (F.elu(torch.randn(shape, generator=gen, device="cuda")) + 1 for _ in range(2))
     v, grad = (torch.randn(shape, generator=gen, device="cuda") for _ in range(2))
     return [t.to(dtype).requires_grad_(i < 3) for i, t in enumerate((q, k, v, grad))]
@@ -120,18 +123,20 @@ def time_ms(fn: Fn, tensors: list[torch.Tensor], backward: bool, repeats: int) -
     return statistics.median(times)
 
 
-def measure(impls: dict[str, Fn], n: int, dim: int, dtype: torch.dtype, backward: bool, repeats: int) -> dict:
+def measure(impls: dict[str, Fn], batch_heads: int, n: int, dim: int, dtype: torch.dtype, backward: bool,
+            repeats: int) -> dict:
     row = {}
     for name, fn in impls.items():
         torch.cuda.empty_cache()
         try:
-            row[name] = time_ms(fn, inputs(n, dim, dtype), backward, repeats)
+            row[name] = time_ms(fn, inputs(batch_heads, n, dim, dtype), backward, repeats)
         except torch.cuda.OutOfMemoryError:
             row[name] = "OOM"
         except Exception as error:  # noqa: BLE001 (a failing alternative is reported, not fatal)
             row[name] = f"error: {type(error).__name__}"
-        print(f"  {name:14s} {'fwd+bwd' if backward else 'fwd':7s} N={n:6d} dim={dim:3d} {dtype}: {row[name]}",
-              flush=True)
+            print(f"  {name}: {type(error).__name__}: {str(error).strip().splitlines()[:1]}", flush=True)
+        print(f"  {name:14s} {'fwd+bwd' if backward else 'fwd':7s} BH={batch_heads:4d} N={n:6d} dim={dim:3d} "
+              f"{dtype}: {row[name]}", flush=True)
     return row
 
 
@@ -143,17 +148,21 @@ def cell(value: float | str, base: float | str) -> str:
 
 
 def table(rows: list[dict], names: list[str], base: str) -> list[str]:
-    lines = ["| dtype | C=M | N | " + " | ".join(f"{n} ms" for n in names) + " |", "|---|---|---|" + "---:|" * len(names)]
-    for r in sorted(rows, key=lambda r: (list(DTYPES).index(r["dtype"]), r["dim"], r["n"])):
-        lines.append(f"| {r['dtype']} | {r['dim']} | {r['n']} | " + " | ".join(cell(r[n], r[base]) for n in names) + " |")
+    lines = ["| dtype | C=M | B*H | N | " + " | ".join(f"{n} ms" for n in names) + " |",
+             "|---|---|---|---|" + "---:|" * len(names)]
+    for r in sorted(rows, key=lambda r: (list(DTYPES).index(r["dtype"]), r["dim"], r.get("heads", HEADS), r["n"])):
+        times = " | ".join(cell(r.get(n, "-"), r[base]) for n in names)
+        lines.append(f"| {r['dtype']} | {r['dim']} | {r.get('heads', HEADS)} | {r['n']} | {times} |")
     return lines
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.causal_product_gpu", description=__doc__.splitlines()[0])
-    parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 16384, 65536])
+    parser.add_argument("--heads", type=int, nargs="+", default=[16, 128, 512], help="B*H, multiples of 16")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096, 16384, 65536])
     parser.add_argument("--dims", type=int, nargs="+", default=[64, 128])
-    parser.add_argument("--dtypes", choices=list(DTYPES), nargs="+", default=["bf16", "fp32"])
+    parser.add_argument("--dtypes", choices=list(DTYPES), nargs="+", default=list(DTYPES))
+    parser.add_argument("--max-positions", type=int, default=2**23, help="skip rows with B*H*N above this")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--crossover-lengths", type=int, nargs="+", default=[1, 4, 8, 16, 32, 64, 256])
     parser.add_argument("--no-crossover", action="store_true", help="skip the short-N table of the two kernels")
@@ -164,6 +173,9 @@ def main(argv: list[str] | None = None) -> None:
     unknown = sorted(set(args.impls or []) - set(NAMES))
     if unknown:
         parser.error(f"--impls: unknown {', '.join(map(repr, unknown))}; allowed: {', '.join(NAMES)}")
+    bad_heads = [h for h in args.heads if h < HEADS or h % HEADS]
+    if bad_heads:
+        parser.error(f"--heads: {bad_heads} are not positive multiples of {HEADS} (B*H with H = {HEADS})")
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out: {args.out} is a file; give a directory (created if missing)")
     if not torch.cuda.is_available():
@@ -181,17 +193,21 @@ def main(argv: list[str] | None = None) -> None:
         write(results, list(impls), fla_note, argv, args.out, finished)
 
     for dim, dtype_name in itertools.product(args.dims, args.dtypes):
-        for n in args.lengths:
+        for heads, n in itertools.product(args.heads, args.lengths):
+            if heads * n > args.max_positions:
+                continue
             for mode in ("fwd", "fwd+bwd"):
-                row = measure(impls, n, dim, DTYPES[dtype_name], mode == "fwd+bwd", args.repeats)
-                results[mode].append({"dtype": dtype_name, "dim": dim, "n": n, **row})
+                row = measure(impls, heads, n, dim, DTYPES[dtype_name], mode == "fwd+bwd", args.repeats)
+                results[mode].append({"dtype": dtype_name, "dim": dim, "heads": heads, "n": n, **row})
                 save(finished=False)
         if not args.no_crossover and "lintf scan" in impls:
             kernels = {name: impls[name] for name in ("lintf chunked", "lintf scan")}
+            heads = min(args.heads)
             for n in args.crossover_lengths:
                 for mode in ("fwd", "fwd+bwd"):
-                    row = measure(kernels, n, dim, DTYPES[dtype_name], mode == "fwd+bwd", args.repeats)
-                    results[f"crossover {mode}"].append({"dtype": dtype_name, "dim": dim, "n": n, **row})
+                    row = measure(kernels, heads, n, dim, DTYPES[dtype_name], mode == "fwd+bwd", args.repeats)
+                    results[f"crossover {mode}"].append({"dtype": dtype_name, "dim": dim, "heads": heads, "n": n,
+                                                         **row})
                 save(finished=False)
     os.environ.pop("LINTF_CUDA_KERNEL", None)
     save(finished=True)
@@ -200,14 +216,14 @@ def main(argv: list[str] | None = None) -> None:
 def write(results: dict[str, list[dict]], names: list[str], fla_note: str, argv: list[str], out: Path,
           finished: bool) -> None:
     """Write the tables so far; an unfinished run's file says it stopped early (and nothing is printed)."""
-    command = " ".join(["python -m benchmarks.causal_product_gpu", *argv])
+    command = "python -m benchmarks.causal_product_gpu " + shlex.join(argv)
     props = torch.cuda.get_device_properties(0)
     lines = [
         "# Causal linear attention on a GPU", "", f"`{command}`", "",
         f"GPU: {torch.cuda.get_device_name(0)} ({props.total_memory / 2**30:.0f} GiB), torch {torch.__version__}, "
         f"CUDA {torch.version.cuda}; flash-linear-attention: {fla_note}. fp32 matmul precision: "
         f"{torch.get_float32_matmul_precision()} (lintf chunked runs fp32 as 3xTF32 at 'highest').",
-        "", f"B=1, H={HEADS}, C = M. Median ms per call (CUDA events); in brackets the ratio to lintf chunked on "
+        "", f"B*H heads of H = {HEADS}, C = M. Median ms per call (CUDA events); in brackets the ratio to lintf chunked on "
         "the same row (> 1: slower than lintf chunked).", "",
     ]
     if not finished:

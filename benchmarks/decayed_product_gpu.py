@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -85,6 +86,7 @@ def measure(impls: dict[str, Op], batch_heads: int, n: int, dim: int, dtype: tor
             row[name] = "OOM"
         except Exception as error:  # noqa: BLE001 (a failing alternative is reported, not fatal)
             row[name] = f"error: {type(error).__name__}"
+            print(f"  {name}: {type(error).__name__}: {str(error).strip().splitlines()[:1]}", flush=True)
         print(f"  {name:13s} {'fwd+bwd' if backward else 'fwd':7s} BH={batch_heads:4d} N={n:6d} dim={dim:3d} {dtype}: "
               f"{row[name]}", flush=True)
     return row
@@ -153,7 +155,7 @@ def main(argv: list[str] | None = None) -> None:
 def write(results: dict[str, list[dict]], names: list[str], fla_note: str, argv: list[str],
           args: argparse.Namespace, finished: bool) -> None:
     """Write the tables so far (after every row, so a run cut short keeps what it measured)."""
-    command = " ".join(["python -m benchmarks.decayed_product_gpu", *argv])
+    command = "python -m benchmarks.decayed_product_gpu " + shlex.join(argv)
     props = torch.cuda.get_device_properties(0)
     lines = [
         "# The decayed causal product on a GPU", "", f"`{command}`", "",

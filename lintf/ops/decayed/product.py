@@ -62,15 +62,30 @@ def check_decayed_inputs(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, ini
             f"decayed product: log_decay must be a float tensor (B, H, N) = {tuple(q.shape[:3])}, got shape "
             f"{tuple(log_decay.shape)}, dtype {log_decay.dtype}"
         )
-    if log_decay.numel() and bool((log_decay > 0).any()):
-        raise ValueError(
-            f"decayed product: log_decay must be <= 0 (decays in (0, 1]), got a maximum of {log_decay.max().item():g}"
-        )
+    check_log_decay_values(log_decay)
     expected_state = (*q.shape[:2], q.shape[3], v.shape[3])
     if initial_state is not None and tuple(initial_state.shape) != expected_state:
         raise ValueError(
             f"decayed product: initial_state must be (B, H, C, M) = {expected_state}, got "
             f"{tuple(initial_state.shape)}"
+        )
+
+
+def check_log_decay_values(log_decay: Tensor) -> None:
+    """Refuse log-decays above 0 without making the host wait for the GPU.
+
+    CPU tensors raise ValueError naming the largest value. On a GPU, reading the values back would
+    synchronise every call and break CUDA-graph capture, so a device-side assertion checks them in
+    the stream instead (a positive value fails the next synchronising call with this message). The
+    check is left out while torch.compile traces (the traced graph takes no data-dependent branch).
+    """
+    if log_decay.numel() == 0 or torch.compiler.is_compiling():
+        return
+    if log_decay.device.type != "cpu":
+        torch._assert_async((log_decay <= 0).all(), "decayed product: log_decay must be <= 0 (decays in (0, 1])")
+    elif bool((log_decay > 0).any()):
+        raise ValueError(
+            f"decayed product: log_decay must be <= 0 (decays in (0, 1]), got a maximum of {log_decay.max().item():g}"
         )
 
 
