@@ -30,8 +30,8 @@ import argparse
 import inspect
 import itertools
 import json
-import shlex
 import os
+import shlex
 import statistics
 import sys
 from collections.abc import Callable
@@ -85,6 +85,13 @@ def fla_implementations() -> tuple[dict[str, Fn], str]:
 
     return {"FLA chunk": wrap(chunk_linear_attn), "FLA recurrent": wrap(fused_recurrent_linear_attn)}, getattr(
         fla, "__version__", "unknown version")
+
+
+def check_batch_heads(parser: argparse.ArgumentParser, batch_heads: list[int]) -> None:
+    """Exit through parser.error unless every B*H of --heads is a positive multiple of H = HEADS."""
+    odd = [h for h in batch_heads if h <= 0 or h % HEADS]
+    if odd:
+        parser.error(f"--heads: {odd} are not positive multiples of H = {HEADS} (B*H = B x {HEADS})")
 
 
 def inputs(batch_heads: int, n: int, dim: int, dtype: torch.dtype) -> list[torch.Tensor]:
@@ -173,9 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown = sorted(set(args.impls or []) - set(NAMES))
     if unknown:
         parser.error(f"--impls: unknown {', '.join(map(repr, unknown))}; allowed: {', '.join(NAMES)}")
-    bad_heads = [h for h in args.heads if h < HEADS or h % HEADS]
-    if bad_heads:
-        parser.error(f"--heads: {bad_heads} are not positive multiples of {HEADS} (B*H with H = {HEADS})")
+    check_batch_heads(parser, args.heads)
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out: {args.out} is a file; give a directory (created if missing)")
     if not torch.cuda.is_available():

@@ -31,11 +31,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from benchmarks.causal_product_gpu import cell, time_ms
+from benchmarks.causal_product_gpu import HEADS, cell, check_batch_heads, time_ms
 from lintf.ops import compiled_op_available, decayed_dot_product
 from lintf.ops.decayed.chunked import DEFAULT_CHUNK_SIZE, decayed_product_chunked
 
-HEADS = 16
 RESULTS = Path(__file__).parent / "results"
 NAMES = ("lintf cuda", "lintf pytorch", "FLA")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -122,9 +121,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     unknown = sorted(set(args.impls or []) - set(NAMES))
     if unknown:
         parser.error(f"--impls: unknown {', '.join(map(repr, unknown))}; allowed: {', '.join(NAMES)}")
-    odd = [h for h in args.heads if h <= 0 or h % HEADS]
-    if odd:
-        parser.error(f"--heads: {odd} are not positive multiples of H = {HEADS} (B*H = B x {HEADS})")
+    check_batch_heads(parser, args.heads)
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out: {args.out} is a file; give a directory (created if missing)")
     return args

@@ -41,6 +41,7 @@ def test_table_orders_rows_and_gives_ratios_to_the_base():
     assert lines[5].endswith("| OOM |")
 
 
-def test_heads_must_be_multiples_of_the_head_count():
+def test_heads_must_be_multiples_of_the_head_count(capsys):
     with pytest.raises(SystemExit):
-        causal_product_gpu.main(["--heads", "24"])
+        causal_product_gpu.main(["--heads", "16", "24"])
+    assert "--heads: [24] are not positive multiples of H = 16" in capsys.readouterr().err
