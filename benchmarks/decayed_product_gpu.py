@@ -72,12 +72,13 @@ def inputs(batch_heads: int, n: int, dim: int, dtype: torch.dtype) -> list[torch
 
 
 def measure(impls: dict[str, Op], batch_heads: int, n: int, dim: int, dtype: torch.dtype, backward: bool,
-            repeats: int) -> dict:
+            repeats: int, make_inputs: Callable[..., list[torch.Tensor]] = inputs) -> dict:
+    """One row: each implementation's median ms (or why it has none) on make_inputs(batch_heads, n, dim, dtype)."""
     row = {}
     for name, op in impls.items():
         torch.cuda.empty_cache()
         try:
-            q, k, v, log_decay, grad = inputs(batch_heads, n, dim, dtype)
+            q, k, v, log_decay, grad = make_inputs(batch_heads, n, dim, dtype)
             log_decay.requires_grad_(backward)
             fn = lambda q, k, v: op(q, k, v, log_decay)  # noqa: E731 (time_ms times fn(q, k, v))
             row[name] = time_ms(fn, [t.requires_grad_(backward) for t in (q, k, v)] + [grad], backward, repeats)
@@ -107,8 +108,9 @@ def table(rows: list[dict], names: list[str]) -> list[str]:
     return lines
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.decayed_product_gpu", description=__doc__.splitlines()[0])
+def parse(argv: list[str], module: str = "decayed_product_gpu", description: str = __doc__) -> argparse.Namespace:
+    """The options of this benchmark or of one that shares them (benchmarks.<module>, writing <module>.{md,json})."""
+    parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{module}", description=description.splitlines()[0])
     parser.add_argument("--heads", type=int, nargs="+", default=[16, 128, 512], help="B*H, multiples of 16")
     parser.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096, 16384, 65536])
     parser.add_argument("--dims", type=int, nargs="+", default=[64, 128])
@@ -116,7 +118,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--impls", nargs="+", metavar="NAME", help=f"only these ({', '.join(NAMES)})")
     parser.add_argument("--max-positions", type=int, default=2**23, help="skip rows with B*H*N above this")
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--out", type=Path, default=RESULTS, help="directory for decayed_product_gpu.{md,json}")
+    parser.add_argument("--out", type=Path, default=RESULTS, help=f"directory for {module}.{{md,json}}")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.impls or []) - set(NAMES))
     if unknown:
@@ -150,12 +152,13 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def write(results: dict[str, list[dict]], names: list[str], fla_note: str, argv: list[str],
-          args: argparse.Namespace, finished: bool) -> None:
-    """Write the tables so far (after every row, so a run cut short keeps what it measured)."""
-    command = "python -m benchmarks.decayed_product_gpu " + shlex.join(argv)
+          args: argparse.Namespace, finished: bool, module: str = "decayed_product_gpu",
+          title: str = "The decayed causal product on a GPU") -> None:
+    """Write the tables so far (after every row, so a run cut short keeps what it measured) to <module>.{md,json}."""
+    command = f"python -m benchmarks.{module} " + shlex.join(argv)
     props = torch.cuda.get_device_properties(0)
     lines = [
-        "# The decayed causal product on a GPU", "", f"`{command}`", "",
+        f"# {title}", "", f"`{command}`", "",
         f"GPU: {torch.cuda.get_device_name(0)} ({props.total_memory / 2**30:.0f} GiB), torch {torch.__version__}, "
         f"CUDA {torch.version.cuda}; flash-linear-attention: {fla_note}. fp32 matmul precision: "
         f"{torch.get_float32_matmul_precision()} (lintf cuda runs fp32 as 3xTF32 at 'highest').", "",
@@ -167,8 +170,8 @@ def write(results: dict[str, list[dict]], names: list[str], fla_note: str, argv:
     for mode, rows in results.items():
         lines += [f"## {mode}", "", *table(rows, names), ""]
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "decayed_product_gpu.md").write_text("\n".join(lines))
-    (args.out / "decayed_product_gpu.json").write_text(json.dumps(
+    (args.out / f"{module}.md").write_text("\n".join(lines))
+    (args.out / f"{module}.json").write_text(json.dumps(
         {"command": command, "gpu": torch.cuda.get_device_name(0), "finished": finished, "results": results}, indent=1))
     if finished:
         print("\n".join(lines))

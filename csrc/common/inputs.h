@@ -1,8 +1,11 @@
-// Input checks and the accumulation dtype that every lintf op shares (causal and decayed products,
-// CPU and CUDA kernels).
+// Input checks and the accumulation dtype that every lintf op shares (CPU and CUDA kernels): q, k, v, the
+// inputs taken in the accumulation dtype (decays, gates, states) and the gradient of the output.
 #pragma once
 
 #include <ATen/ATen.h>
+
+#include <optional>
+#include <vector>
 
 namespace lintf {
 
@@ -31,6 +34,30 @@ inline void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Ten
 
 inline at::ScalarType accumulation_type(at::ScalarType dtype) {
   return dtype == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+// TORCH_CHECKs that t, an input of op the call takes in the accumulation dtype of v, is `layout`
+// ("(B, H, N)") = shape, of that dtype and on q's device (the Python wrappers raise ValueErrors first).
+inline void check_accumulated(const char* op, const char* name, const at::Tensor& t, const char* layout,
+                              at::IntArrayRef shape, const at::Tensor& q, const at::Tensor& v) {
+  const auto acc = accumulation_type(v.scalar_type());
+  TORCH_CHECK(t.sizes() == shape && t.scalar_type() == acc && t.device() == q.device(), op, ": ", name, " must be ",
+              layout, " = ", shape, " of dtype ", acc, " on ", q.device(), ", got ", t.sizes(), ", ",
+              t.scalar_type(), ", ", t.device());
+}
+
+// TORCH_CHECKs an optional (B, H, C, M) state of op (the initial state, the final state's gradient).
+inline void check_state(const char* op, const char* name, const std::optional<at::Tensor>& state,
+                        const at::Tensor& q, const at::Tensor& v) {
+  if (!state.has_value()) return;
+  const std::vector<int64_t> shape = {q.size(0), q.size(1), q.size(3), v.size(3)};
+  check_accumulated(op, name, *state, "(B, H, C, M)", shape, q, v);
+}
+
+// TORCH_CHECKs the gradient of a backward op's output against v.
+inline void check_grad_out(const char* backward_op, const at::Tensor& grad_out, const at::Tensor& v) {
+  TORCH_CHECK(grad_out.sizes() == v.sizes(), backward_op, ": grad_out must have v's shape ", v.sizes(), ", got ",
+              grad_out.sizes());
 }
 
 }  // namespace lintf

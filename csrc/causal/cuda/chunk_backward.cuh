@@ -177,11 +177,7 @@ __global__ void __launch_bounds__(tile::kThreads) chunk_dkv_kernel(BackwardArgs<
     __syncthreads();
     tile::block_mma<T, Split, true, true>(k, ldk, ds, ldv, f, ldf, kChunk, d.mt, d.cp, Causal::kNone, 1.f, ds_scale);
     __syncthreads();
-    const int m0 = value_tile * d.mt, cols = d.tile_cols(value_tile);
-    for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
-      const int t = e / cols, j = e % cols;
-      args.dv[(row0 + t) * d.m + m0 + j] = tile::from_float<T>(f[t * ldf + j]);
-    }
+    tile::store_tile(f, ldf, rows, d.tile_cols(value_tile), args.dv + row0 * d.m + value_tile * d.mt, d.m);
   }
   __syncthreads();
   tile::causal_mask(d_acc, ld_acc, kChunk, r, gd);

@@ -1,6 +1,5 @@
-// Host side that the chunked CUDA kernels' launch code shares (causal/cuda/chunk_launch.cuh,
-// decayed/cuda/chunk_launch.cuh): the operand type a dtype runs with, the shapes the kernels take
-// (plan_with), and raw pointers of tensors.
+// Host side that the chunked CUDA kernels' launch code shares ({causal,decayed,gla}/cuda/chunk_launch.cuh):
+// the operand type a dtype runs with, the shapes the kernels take (plan_with), and raw pointers of tensors.
 #pragma once
 
 #include "common/cuda/chunk_grid.cuh"

@@ -1,5 +1,5 @@
-// The CUDA runtime calls of the chunked kernels' host code (common/cuda/chunk_plan.cuh and the
-// causal and decayed chunk_launch.cuh): device queries and kernel launches on the current stream. Kept apart so
+// The CUDA runtime calls of the chunked kernels' host code (common/cuda/chunk_plan.cuh, chunk_scan.cuh and
+// every op's chunk_launch.cuh): device queries and kernel launches on the current stream. Kept apart so
 // that the same host code and kernels can also run under the CPU emulation of
 // tests/ops/causal/cuda_emulation (LINTF_CUDA_EMULATION).
 #pragma once

@@ -1,5 +1,5 @@
-// Loads of the chunked CUDA kernels' backward operands that the causal and decayed products share
-// (causal/cuda/chunk_backward.cuh, decayed/cuda/chunk_backward.cuh).
+// Loads of the chunked CUDA kernels' backward operands that every op shares
+// ({causal,decayed,gla}/cuda/chunk_backward.cuh).
 #pragma once
 
 #include "common/cuda/chunk_grid.cuh"

@@ -1,4 +1,4 @@
-// Block-level building blocks of the chunked CUDA kernels (causal/cuda/chunk*.cuh, decayed/cuda/chunk*.cuh):
+// Block-level building blocks of the chunked CUDA kernels ({causal,decayed,gla}/cuda/chunk*.cuh):
 // shared-memory tiles, their conversion to tensor-core operands and a block-wide tile product on
 // WMMA (bf16 and fp16 operands, fp32 operands as TF32 or, for full fp32 accuracy, as 3xTF32: each
 // operand split into a TF32 head and a TF32 remainder). Accumulation is always fp32.
@@ -239,6 +239,15 @@ __device__ void block_mma(const T* a, int lda, const T* b, int ldb, float* c, in
 #else
   __trap();
 #endif
+}
+
+// dst[r * dst_ld + c] (global memory) <- src (rows x cols of an fp32 tile) rounded to Out.
+template <typename Out>
+__device__ void store_tile(const float* src, int ld, int rows, int cols, Out* dst, int64_t dst_ld) {
+  for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
+    const int r = e / cols, c = e % cols;
+    dst[r * dst_ld + c] = from_float<Out>(src[r * ld + c]);
+  }
 }
 
 // The causal mask of a chunk's square fp32 (query x key) tile: entries above the diagonal (j > i) become

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "common/cuda/chunk_grid.cuh"
+#include "common/cuda/chunk_scan.cuh"
 
 namespace lintf {
 namespace decayed_chunk {
@@ -114,44 +115,10 @@ __global__ void __launch_bounds__(tile::kThreads) decayed_state_kernel(StateArgs
   tile::block_mma<T, Split, false, true>(x, ldx, y, ldy, f, ldf, d.cp, d.mt, kChunk, Causal::kNone, 0.f, x_scale);
   __syncthreads();
   float* added = args.added + (b.head * d.chunks + b.chunk) * int64_t(d.c) * d.m + m0;
-  for (int e = threadIdx.x; e < d.c * cols; e += blockDim.x) {
-    const int i = e / cols, j = e % cols;
-    added[int64_t(i) * d.m + j] = f[i * ldf + j];
-  }
+  tile::store_tile(f, ldf, d.c, cols, added, d.m);
 }
 
-// ---- step 2: the decayed scan over chunks ---------------------------------------------------------------
-
-// states (heads, chunks, width) in place, in chunk order (reverse: from the last chunk): each entry becomes
-// the running state r before its chunk, then r = exp(B_c) r + entry, from r = start (null: zeros); total
-// (heads, width), if given, receives the last r. Forward: added -> S_c and the final state; reverse: the
-// reverse sweep's added -> R_c = dL/dS after chunk c and dL/dS_0. B_c is the chunk's last cumulative.
-__global__ void decayed_scan_kernel(float* states, const float* cumulative, const float* start, float* total,
-                                    int64_t heads, int64_t chunks, int64_t width, bool reverse) {
-  const int64_t index = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (index >= heads * width) return;
-  const int64_t head = index / width;
-  float* base = states + head * chunks * width + index % width;
-  const float* totals = cumulative + head * chunks * kChunk + (kChunk - 1);  // B_c at totals[c * kChunk]
-  float running = start != nullptr ? start[index] : 0.f;
-  constexpr int kBatch = 8;  // loads in flight per thread
-  for (int64_t s0 = 0; s0 < chunks; s0 += kBatch) {
-    float values[kBatch], decay[kBatch];
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
-      const int64_t s = s0 + i, c = reverse ? chunks - 1 - s : s;
-      values[i] = s < chunks ? base[c * width] : 0.f;
-      decay[i] = s < chunks ? expf(totals[c * kChunk]) : 1.f;
-    }
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
-      const int64_t s = s0 + i, c = reverse ? chunks - 1 - s : s;
-      if (s < chunks) base[c * width] = running;
-      running = decay[i] * running + values[i];
-    }
-  }
-  if (total != nullptr) total[index] = running;
-}
+// ---- step 2: the decayed scan over chunks (common/cuda/chunk_scan.cuh) ------------------------------
 
 // ---- step 3: the forward's outputs ----------------------------------------------------------------------
 
@@ -220,10 +187,7 @@ __global__ void __launch_bounds__(tile::kThreads) decayed_output_kernel(OutputAr
   __syncthreads();
   tile::block_mma<T, Split, true, true>(a, lda, v, lds, f, ldf, kChunk, d.mt, kChunk, Causal::kLowerA, 1.f, a_scale);
   __syncthreads();
-  for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
-    const int i = e / cols, j = e % cols;
-    args.out[(row0 + i) * d.m + m0 + j] = tile::from_float<T>(f[i * ldf + j]);
-  }
+  tile::store_tile(f, ldf, rows, cols, args.out + row0 * d.m + m0, d.m);
 }
 
 }  // namespace decayed_chunk

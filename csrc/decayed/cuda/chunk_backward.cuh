@@ -181,11 +181,7 @@ __global__ void __launch_bounds__(tile::kThreads) decayed_dkv_kernel(BackwardArg
     __syncthreads();
     tile::block_mma<T, Split, false, true>(a, lda, g, ldv, f, ldf, kChunk, d.mt, kChunk, Causal::kUpperA, 1.f, a_scale);
     __syncthreads();
-    const int m0 = value_tile * d.mt, cols = d.tile_cols(value_tile);
-    for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
-      const int t = e / cols, j = e % cols;
-      args.dv[(row0 + t) * d.m + m0 + j] = tile::from_float<T>(f[t * ldf + j]);
-    }
+    tile::store_tile(f, ldf, rows, d.tile_cols(value_tile), args.dv + row0 * d.m + value_tile * d.mt, d.m);
   }
   __syncthreads();
   decay_mask(m_acc, ld_acc, decays.b);

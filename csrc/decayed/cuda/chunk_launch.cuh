@@ -31,16 +31,9 @@ inline at::Tensor cumulative_decays(const Dims& d, const at::Tensor& log_decay) 
   return at::constant_pad_nd(flat, {0, padding}).reshape({d.heads, d.chunks, kChunk}).cumsum(2).contiguous();
 }
 
-// The decayed scan (decayed_scan_kernel) of states (heads, chunks, c, m) in place from start (or zeros);
-// total, if given, receives the last running state.
-inline void scan(at::Tensor& states, const at::Tensor& cumulative, const at::Tensor& start, at::Tensor* total,
-                 bool reverse) {
-  const int64_t heads = states.size(0), chunks = states.size(1), width = states.size(2) * states.size(3);
-  const int threads = 256;
-  const int64_t blocks = (heads * width + threads - 1) / threads;
-  runtime::launch(decayed_scan_kernel, blocks, threads, 0, states.data_ptr<float>(), cumulative.data_ptr<float>(),
-                  start.defined() ? start.data_ptr<float>() : nullptr,
-                  total != nullptr ? total->data_ptr<float>() : nullptr, heads, chunks, width, reverse);
+// Where the scan finds each chunk's total log-decay: the last of its in-chunk cumulative ones.
+inline chunk::ScanDecays scan_decays(const at::Tensor& cumulative) {
+  return {cumulative.data_ptr<float>() + (kChunk - 1), kChunk, std::numeric_limits<int64_t>::max()};
 }
 
 // (heads, chunks, c, m) of what each chunk adds: (diag(w) X)^T Y, w = exp(B - b) when to_end, else exp(b).
@@ -65,7 +58,7 @@ inline ForwardResult forward(const Dims& d, const at::Tensor& q, const at::Tenso
     using T = typename decltype(kind)::Type;
     constexpr bool kSplit = decltype(kind)::kSplit;
     at::Tensor states = added_states<T, kSplit>(d, kc, vc, cumulative, true);
-    scan(states, cumulative, state0, &final_state, false);
+    chunk::scan(states, scan_decays(cumulative), state0, &final_state, false);
     const OutputArgs<T> args{data<T>(qc), data<T>(kc), data<T>(vc), cumulative.data_ptr<float>(),
                              states.data_ptr<float>(), reinterpret_cast<T*>(out.data_ptr())};
     runtime::launch(decayed_output_kernel<T, kSplit>, d.heads * d.chunks * d.value_tiles, tile::kThreads,
@@ -91,8 +84,8 @@ inline BackwardResult backward(const Dims& d, const at::Tensor& grad_out, const 
     constexpr bool kSplit = decltype(kind)::kSplit;
     at::Tensor states = added_states<T, kSplit>(d, kc, vc, cumulative, true);
     at::Tensor grad_states = added_states<T, kSplit>(d, qc, g, cumulative, false);
-    scan(states, cumulative, state0, &final_state, false);
-    scan(grad_states, cumulative, grad_state, &d_state0, true);
+    chunk::scan(states, scan_decays(cumulative), state0, &final_state, false);
+    chunk::scan(grad_states, scan_decays(cumulative), grad_state, &d_state0, true);
     // x_c = <R_c, S_{c+1}>: the states leaving each chunk are the next chunk's entering ones, then the final
     const at::Tensor leaving = at::cat({states.narrow(1, 1, d.chunks - 1), final_state.unsqueeze(1)}, 1);
     const at::Tensor x = (grad_states * leaving).sum({2, 3}).contiguous();  // (heads, chunks)

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from lintf.ops.common.arguments import values_readable
 from lintf.ops.common.dtypes import accumulation_dtype
 
 
@@ -23,7 +24,8 @@ def decayed_cumsum(x: Tensor, log_decay: Tensor) -> Tensor:
 
     Args:
         x: (B, H, N, ...) float terms.
-        log_decay: log-decays <= 0, broadcastable to ``x`` with its own N in dim 2.
+        log_decay: log-decays <= 0 (checked where ``values_readable``), broadcastable to ``x`` with its own N in
+            dim 2.
 
     Returns:
         (B, H, N, ...) prefix sums in the dtype of x.
@@ -35,7 +37,7 @@ def decayed_cumsum(x: Tensor, log_decay: Tensor) -> Tensor:
         )
     if any(d not in (1, n) for d, n in zip(log_decay.shape, x.shape)):
         raise ValueError(f"decayed cumsum: log_decay {tuple(log_decay.shape)} must broadcast to x {tuple(x.shape)}")
-    if log_decay.numel() and bool((log_decay > 0).any()):
+    if values_readable(log_decay) and bool((log_decay > 0).any()):
         raise ValueError(
             f"decayed cumsum: log_decay must be <= 0 (decays in (0, 1]), got a maximum of {log_decay.max().item():g}"
         )

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lintf.ops.causal.state import LinearAttentionState, check_state
-from lintf.ops.common.arguments import check_eps
+from lintf.ops.common.arguments import check_eps, values_readable
 from lintf.ops.common.dtypes import accumulation_dtype
 from lintf.ops.decayed import compiled
 from lintf.ops.decayed.chunked import DEFAULT_CHUNK_SIZE, decayed_product_chunked
@@ -74,13 +74,10 @@ def check_decayed_inputs(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, ini
 def check_log_decay_values(log_decay: Tensor) -> None:
     """Raise ValueError naming the largest log-decay if one is above 0.
 
-    Reading the answer back makes the host wait for a GPU, so the check is left out where that is
-    impossible: while torch.compile traces (the traced graph takes no data-dependent branch) and
-    while a CUDA graph is being captured.
+    Left out where the values cannot be read back (``values_readable``: while torch.compile traces and
+    while a CUDA graph is being captured).
     """
-    if log_decay.numel() == 0 or torch.compiler.is_compiling():
-        return
-    if log_decay.is_cuda and torch.cuda.is_current_stream_capturing():
+    if not values_readable(log_decay):
         return
     if bool((log_decay > 0).any()):
         raise ValueError(

@@ -14,6 +14,7 @@ import sys
 import torch
 from torch import Tensor
 
+from lintf.ops.common.arguments import values_readable
 from lintf.ops.common.dtypes import autocast_enabled
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -68,8 +69,8 @@ def check_per_position(owner: str, name: str, tensor: object, q: Tensor, feature
 
 
 def check_range(owner: str, name: str, tensor: Tensor, low: float | None, high: float, allowed: str) -> None:
-    """Raise ValueError if a value of ``tensor`` lies outside [low, high] (eagerly; skipped while compiling)."""
-    if torch.compiler.is_compiling() or tensor.numel() == 0:
+    """Raise ValueError if a value of ``tensor`` lies outside [low, high] (skipped where ``values_readable`` says no)."""
+    if not values_readable(tensor):
         return
     above = bool((tensor > high).any())
     if above or (low is not None and bool((tensor < low).any())):

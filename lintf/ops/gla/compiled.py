@@ -1,7 +1,8 @@
 """The compiled op ``lintf::gated_linear_attention``: when it serves, how to call it, its torch.library rules.
 
-The schema lives in ``csrc/gla/gla.cpp``, the CPU kernel beside it (``csrc/gla/cpu/gla_cpu.cpp``),
-built and loaded with the rest of the library by ``lintf.ops.extension``::
+The schema lives in ``csrc/gla/gla.cpp``, the kernels beside it (CPU: ``csrc/gla/cpu/gla_cpu.cpp``, CUDA:
+``csrc/gla/cuda/gla_cuda.cu``, fp32, fp16 and bf16 up to 128 features on compute capability 8.0+), built and
+loaded with the rest of the library by ``lintf.ops.extension``::
 
     lintf::gated_linear_attention(q, k, v, log_gate, scale, initial_state=None) -> (out, final_state)
     lintf::gated_linear_attention_backward(grad_out, q, k, v, log_gate, scale, initial_state=None,
@@ -28,11 +29,22 @@ from lintf.ops.common.recorded_gradients import recorded_gradients
 from lintf.ops.gla.chunked import gla_chunked
 
 _NAME = "gated_linear_attention"
+CUDA_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # what the CUDA kernels take (tensor cores)
+CUDA_MAX_FEATURES = 128  # C a block holds whole
 
 
 def serves(device: torch.device) -> bool:
-    """Whether the compiled op runs tensors on device: CPU tensors, the library loaded and LINTF_EXTENSION not off."""
-    return compiled_op.serves(_NAME, device)
+    """Whether the compiled op runs tensors on device: CPU or CUDA tensors, the library loaded for the device (on
+    CUDA: built with its CUDA kernels) and LINTF_EXTENSION not off."""
+    return compiled_op.serves(_NAME, device, ("cpu", "cuda"))
+
+
+def takes(q: Tensor) -> bool:
+    """Whether the kernels of q's device take q: every CPU call; on CUDA fp32, fp16 or bf16 with C <= 128 on compute
+    capability 8.0 or newer (the tensor-core tiles)."""
+    if q.device.type != "cuda":
+        return True
+    return q.dtype in CUDA_DTYPES and q.shape[-1] <= CUDA_MAX_FEATURES and torch.cuda.get_device_capability(q.device)[0] >= 8
 
 
 def gated_linear_attention(

@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lintf.ops import causal_linear_attention, decayed_dot_product
+from lintf.ops import causal_linear_attention, decayed_dot_product, gated_linear_attention
 
 pytestmark = [
     pytest.mark.gpu,
@@ -35,16 +35,21 @@ def decayed(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: torch.Tens
     return decayed_dot_product(q, k, v, F.logsigmoid(gates[..., 0] + 2))
 
 
-OPS = {"causal": causal, "decayed": decayed}
+def gla(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: torch.Tensor) -> torch.Tensor:
+    """Gated linear attention with log-gates logsigmoid(gates + 2), one per head, position and feature."""
+    return gated_linear_attention(q, k, v, F.logsigmoid(gates + 2))
+
+
+OPS = {"causal": causal, "decayed": decayed, "gla": gla}
 
 
 def fresh_inputs(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> list[torch.Tensor]:
-    """q, k (scaled), v (B, H, N, .) and gates (B, H, N, 1) on the GPU."""
+    """q, k (scaled), v (B, H, N, .) and gates (B, H, N, C) on the GPU."""
     b, h, n, c, m = shape
     gen = torch.Generator(device="cuda").manual_seed(seed)
     q, k = (torch.randn(b, h, n, c, generator=gen, device="cuda") / c**0.5 for _ in range(2))
     v = torch.randn(b, h, n, m, generator=gen, device="cuda")
-    gates = torch.randn(b, h, n, 1, generator=gen, device="cuda")
+    gates = torch.randn(b, h, n, c, generator=gen, device="cuda")
     return [t.to(dtype) for t in (q, k, v)] + [gates]
 
 
@@ -81,7 +86,7 @@ def test_forward_replays_like_eager(name, shape, dtype):
 @pytest.mark.parametrize("name", OPS)
 def test_forward_and_backward_replay_like_eager(name, shape):
     op = OPS[name]
-    differentiable = 4 if name == "decayed" else 3  # the causal product takes no gates
+    differentiable = 3 if name == "causal" else 4  # the causal product takes no gates
 
     def leaves(seed: int) -> tuple[torch.Tensor, ...]:
         return tuple(t.requires_grad_(i < differentiable) for i, t in enumerate(fresh_inputs(shape, torch.float32, seed)))

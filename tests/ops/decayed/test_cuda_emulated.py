@@ -19,7 +19,7 @@ import torch
 from lintf.ops.decayed.reference import decayed_recurrence_reference
 from tests.ops.causal.cuda_emulation.cases import KINDS, PLANS, REFUSED, plan
 from tests.ops.causal.cuda_emulation.loader import CSRC, cuda_headers, load_emulated
-from tests.ops.scaled_error import scaled_error
+from tests.ops.scaled_error import assert_all_close
 
 # largest |error| / max(1, max |reference|) per operand type
 TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3, "bf16": 3e-2, "fp16": 5e-3}
@@ -86,11 +86,7 @@ def reference(x: dict) -> list[torch.Tensor]:
 
 
 def assert_close(got: list[torch.Tensor], want: list[torch.Tensor], tolerance: float) -> None:
-    for name, g, w in zip(NAMES, got, want):
-        assert g.shape == w.shape, f"{name}: shape {tuple(g.shape)} != {tuple(w.shape)}"
-        assert torch.isfinite(g).all(), f"{name}: not finite"
-        error = scaled_error(g, w)
-        assert error <= tolerance, f"{name}: error {error:.2e} > {tolerance:.0e}"
+    assert_all_close(NAMES, got, want, tolerance)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "N{}-C{}-M{}".format(*s))

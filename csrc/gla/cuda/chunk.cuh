@@ -1,0 +1,205 @@
+// Chunked CUDA gated linear attention (semantics in ../gla.h), the parts shared by forward and backward:
+// the chunk's gates, the gated tiles, the in-chunk scores, each chunk's own contribution to the state and
+// the forward's outputs. Tiles and tensor-core products are the causal kernels' (common/cuda/tile.cuh),
+// the scan over chunks the decayed product's (common/cuda/chunk_scan.cuh).
+//
+// The sequence is cut into chunks of kChunk (64) positions; b_t (one per state row, i.e. key feature) is
+// the cumulative log-gate inside the chunk (restarting at each chunk, computed once by the host), B = b_last
+// its total (padding positions gate nothing). Key s reaches query t >= s of a chunk through exp(b_t - b_s)
+// per feature, so the in-chunk scores A_ts = sum_i q_ti k_si exp(b_ti - b_si) are no matrix product: each
+// thread sums them for its pairs with the exponents in log space, every one <= 0 whatever the gates
+// (q exp(b) . k exp(-b) would overflow for strong gates). Forward:
+//   1. gla_state_kernel, one block per (head, chunk, value tile): added_c = (K o exp(B - b))^T V;
+//   2. decayed_scan_kernel, one thread per (head, state entry): S_c (entering chunk c) in place,
+//      S_{c+1} = diag(exp(B_c)) S_c + added_c from S_0 = the initial state, and the final state;
+//   3. gla_output_kernel, one block per (head, chunk, value tile):
+//        out_c = scale (A V + (Q o exp(b)) S_c).
+// States stay fp32 in global memory; tiles enter the tensor cores in the input's type.
+#pragma once
+
+#include "common/cuda/chunk_grid.cuh"
+#include "common/cuda/chunk_scan.cuh"
+
+namespace lintf {
+namespace gla_chunk {
+
+using chunk::Block;
+using chunk::Dims;
+using tile::Causal;
+using tile::kChunk;
+using tile::padded_ld;
+
+// The chunk's b (kChunk x cp, fp32, padding features 0) from the host's in-chunk cumulative log-gates
+// (heads, chunks, kChunk, c).
+__device__ inline void load_gates(const float* cumulative, const Dims& d, const Block& block, float* b) {
+  const float* chunk_b = cumulative + (block.head * d.chunks + block.chunk) * int64_t(kChunk) * d.c;
+  tile::load_tile(chunk_b, d.c, kChunk, d.c, static_cast<const float*>(nullptr), b, padded_ld<float>(d.cp), kChunk,
+                  d.cp);
+}
+
+// f (kChunk x cp, fp32) = the chunk's rows of x ((heads * n, c) row-major, from row row0), zeros past
+// them, times exp(b) (to_end false: the state entering the chunk reaches row t) or exp(B - b) (to_end:
+// row t reaches the state leaving it), feature by feature. Every exponent is <= 0.
+template <typename T>
+__device__ void load_gated(const T* x, const Dims& d, int64_t row0, int rows, const float* b, bool to_end, float* f) {
+  const int ldf = padded_ld<float>(d.cp), ldb = padded_ld<float>(d.cp);
+  tile::load_tile(x + row0 * d.c, d.c, rows, d.c, static_cast<const float*>(nullptr), f, ldf, kChunk, d.cp);
+  __syncthreads();
+  for (int e = threadIdx.x; e < kChunk * d.cp; e += blockDim.x) {
+    const int t = e / d.cp, i = e % d.cp;
+    const float exponent = to_end ? b[(kChunk - 1) * ldb + i] - b[t * ldb + i] : b[t * ldb + i];
+    f[t * ldf + i] *= expf(exponent);
+  }
+}
+
+// c (kChunk x kChunk, fp32) = the scores A_ts = sum_i q_ti k_si exp(b_ti - b_si) for s <= t, zero above;
+// q, k shared tiles of T (leading dimension padded_ld<T>(cp)).
+template <typename T>
+__device__ void gated_scores(const T* q, const T* k, const float* b, const Dims& d, float* c, int ldc) {
+  const int ld = padded_ld<T>(d.cp), ldb = padded_ld<float>(d.cp);
+  for (int e = threadIdx.x; e < kChunk * kChunk; e += blockDim.x) {
+    const int t = e / kChunk, s = e % kChunk;
+    float sum = 0.f;
+    for (int i = 0; s <= t && i < d.c; ++i) {
+      sum += tile::to_float(q[t * ld + i]) * tile::to_float(k[s * ld + i]) * expf(b[t * ldb + i] - b[s * ldb + i]);
+    }
+    c[t * ldc + s] = sum;
+  }
+}
+
+// ---- step 1: what each chunk adds to the state --------------------------------------------------------
+
+// added_c = factor (X_c o w)^T Y_c with w = exp(B - b) (forward: X = K, Y = V, factor 1) or exp(b) (the
+// backward's reverse sweep: X = Q, Y = grad_out, factor = scale), X rounded to the operand type after the gating.
+template <typename T>
+struct StateArgs {
+  const T *x, *y;           // (heads, n, c), (heads, n, m)
+  const float* cumulative;  // (heads, chunks, kChunk, c) in-chunk cumulative log-gates
+  bool to_end;              // w = exp(B - b), else exp(b)
+  float factor;
+  float* added;             // (heads, chunks, c, m)
+};
+
+template <typename T>
+struct StateLayout {
+  size_t x, y, b, f, scratch, bytes;
+  __host__ __device__ StateLayout(int cp, int mt) {
+    tile::Carve carve;
+    x = carve.take<T>(kChunk * padded_ld<T>(cp));
+    y = carve.take<T>(kChunk * padded_ld<T>(mt));
+    b = carve.take<float>(kChunk * padded_ld<float>(cp));
+    f = carve.take<float>(max(kChunk * padded_ld<float>(cp), cp * padded_ld<float>(mt)));  // x gated, then added
+    scratch = carve.take<float>(tile::kWarps);
+    bytes = carve.bytes;
+  }
+};
+
+template <typename T, bool Split>
+__global__ void __launch_bounds__(tile::kThreads) gla_state_kernel(StateArgs<T> args, Dims d) {
+  unsigned char* smem = chunk::shared_memory();
+  const StateLayout<T> layout(d.cp, d.mt);
+  T* x = tile::at<T>(smem, layout.x);
+  T* y = tile::at<T>(smem, layout.y);
+  float* b = tile::at<float>(smem, layout.b);
+  float* f = tile::at<float>(smem, layout.f);
+  float* scratch = tile::at<float>(smem, layout.scratch);
+  const Block block(d, true);
+  const int rows = d.chunk_rows(block.chunk), cols = d.tile_cols(block.value_tile), m0 = block.value_tile * d.mt;
+  const int64_t row0 = block.head * d.n + int64_t(block.chunk) * kChunk;
+  const int ldx = padded_ld<T>(d.cp), ldy = padded_ld<T>(d.mt), ldf = padded_ld<float>(d.mt);
+
+  load_gates(args.cumulative, d, block, b);
+  tile::load_tile(args.y + row0 * d.m + m0, d.m, rows, cols, static_cast<const float*>(nullptr), y, ldy, kChunk, d.mt);
+  __syncthreads();
+  load_gated(args.x, d, row0, rows, b, args.to_end, f);
+  __syncthreads();
+  const float x_scale = tile::to_operand(f, padded_ld<float>(d.cp), x, ldx, kChunk, d.cp, scratch);
+  __syncthreads();
+  // added (cp x mt) = x^T y: x read as a column-major (cp x kChunk) operand
+  tile::block_mma<T, Split, false, true>(x, ldx, y, ldy, f, ldf, d.cp, d.mt, kChunk, Causal::kNone, 0.f,
+                                         x_scale * args.factor);
+  __syncthreads();
+  float* added = args.added + (block.head * d.chunks + block.chunk) * int64_t(d.c) * d.m + m0;
+  tile::store_tile(f, ldf, d.c, cols, added, d.m);
+}
+
+// ---- step 3: the forward's outputs ----------------------------------------------------------------------
+
+template <typename T>
+struct OutputArgs {
+  const T *q, *k, *v;       // (heads, n, c), (heads, n, c), (heads, n, m)
+  const float* cumulative;  // (heads, chunks, kChunk, c)
+  const float* states;      // S_c entering each chunk: (heads, chunks, c, m)
+  float scale;
+  T* out;                   // (heads, n, m)
+};
+
+// The fp32 staging tile of the output kernel: the scores, the gated queries, a state tile, the outputs.
+__host__ __device__ inline int output_staging(int cp, int mt) {
+  return max(max(kChunk * padded_ld<float>(kChunk), kChunk * padded_ld<float>(cp)),
+             max(cp, kChunk) * padded_ld<float>(mt));
+}
+
+template <typename T>
+struct OutputLayout {
+  size_t q, ks, v, a, b, f, scratch, bytes;
+  __host__ __device__ OutputLayout(int cp, int mt) {
+    tile::Carve carve;
+    q = carve.take<T>(kChunk * padded_ld<T>(cp));                                // q, later q o exp(b)
+    ks = carve.take<T>(max(kChunk * padded_ld<T>(cp), cp * padded_ld<T>(mt)));  // k, later the state
+    v = carve.take<T>(kChunk * padded_ld<T>(mt));
+    a = carve.take<T>(kChunk * padded_ld<T>(kChunk));
+    b = carve.take<float>(kChunk * padded_ld<float>(cp));
+    f = carve.take<float>(output_staging(cp, mt));
+    scratch = carve.take<float>(tile::kWarps);
+    bytes = carve.bytes;
+  }
+};
+
+template <typename T, bool Split>
+__global__ void __launch_bounds__(tile::kThreads) gla_output_kernel(OutputArgs<T> args, Dims d) {
+  unsigned char* smem = chunk::shared_memory();
+  const OutputLayout<T> layout(d.cp, d.mt);
+  T* q = tile::at<T>(smem, layout.q);
+  T* ks = tile::at<T>(smem, layout.ks);
+  T* v = tile::at<T>(smem, layout.v);
+  T* a = tile::at<T>(smem, layout.a);
+  float* b = tile::at<float>(smem, layout.b);
+  float* f = tile::at<float>(smem, layout.f);
+  float* scratch = tile::at<float>(smem, layout.scratch);
+  const Block block(d, true);
+  const int rows = d.chunk_rows(block.chunk), cols = d.tile_cols(block.value_tile), m0 = block.value_tile * d.mt;
+  const int64_t row0 = block.head * d.n + int64_t(block.chunk) * kChunk, state = block.head * d.chunks + block.chunk;
+  const int ldq = padded_ld<T>(d.cp), lds = padded_ld<T>(d.mt), lda = padded_ld<T>(kChunk);
+  const int ld_scores = padded_ld<float>(kChunk), ldf = padded_ld<float>(d.mt);
+  const float* no_scale = nullptr;
+
+  load_gates(args.cumulative, d, block, b);
+  tile::load_tile(args.q + row0 * d.c, d.c, rows, d.c, no_scale, q, ldq, kChunk, d.cp);
+  tile::load_tile(args.k + row0 * d.c, d.c, rows, d.c, no_scale, ks, ldq, kChunk, d.cp);
+  tile::load_tile(args.v + row0 * d.m + m0, d.m, rows, cols, no_scale, v, lds, kChunk, d.mt);
+  __syncthreads();
+  gated_scores(q, ks, b, d, f, ld_scores);
+  __syncthreads();
+  const float a_scale = tile::to_operand(f, ld_scores, a, lda, kChunk, kChunk, scratch);
+  __syncthreads();
+  load_gated(args.q, d, row0, rows, b, false, f);
+  __syncthreads();
+  const float q_scale = tile::to_operand(f, padded_ld<float>(d.cp), q, ldq, kChunk, d.cp, scratch);  // q o exp(b)
+  __syncthreads();
+  tile::load_tile(args.states + state * int64_t(d.c) * d.m + m0, d.m, d.c, cols, no_scale, f, ldf, d.cp, d.mt);
+  __syncthreads();
+  const float s_scale = tile::to_operand(f, ldf, ks, lds, d.cp, d.mt, scratch);  // k is no longer needed
+  __syncthreads();
+  // out (kChunk x mt) = scale ((q o exp(b)) S + A v)
+  tile::block_mma<T, Split, true, true>(q, ldq, ks, lds, f, ldf, kChunk, d.mt, d.cp, Causal::kNone, 0.f,
+                                        q_scale * s_scale * args.scale);
+  __syncthreads();
+  tile::block_mma<T, Split, true, true>(a, lda, v, lds, f, ldf, kChunk, d.mt, kChunk, Causal::kLowerA, 1.f,
+                                        a_scale * args.scale);
+  __syncthreads();
+  tile::store_tile(f, ldf, rows, cols, args.out + row0 * d.m + m0, d.m);
+}
+
+}  // namespace gla_chunk
+}  // namespace lintf

@@ -1,0 +1,46 @@
+"""The ops' checks of input values (log-decays, gates, delta-rule steps) and when they may read values back.
+
+A check that reads a value back makes the host wait for the device; ``values_readable`` leaves it out
+where that cannot happen (torch.compile tracing, CUDA-graph capture, tested on a GPU in
+test_cuda_graphs.py) and keeps it everywhere else, for every op that checks values.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lintf.ops import decayed_dot_product, delta_rule, gated_linear_attention
+from lintf.ops.common.arguments import values_readable
+from lintf.ops.decayed.cumsum import decayed_cumsum
+
+
+def test_values_are_readable_eagerly_and_not_while_compiling():
+    seen = []
+
+    def probe(x: torch.Tensor) -> torch.Tensor:
+        seen.append(values_readable(x))
+        return x + 1
+
+    x = torch.zeros(3)
+    probe(x)
+    torch.compile(probe, fullgraph=True, backend="eager")(x)
+    assert seen == [True, False]
+    assert not values_readable(torch.zeros(0))
+
+
+def calls_with_a_positive_value(n: int = 4, c: int = 3) -> dict:
+    q = torch.randn(1, 1, n, c)
+    bad = torch.full((1, 1, n), 0.5)
+    return {
+        "decayed product": lambda: decayed_dot_product(q, q, q, bad),
+        "decayed cumsum": lambda: decayed_cumsum(q, bad.unsqueeze(-1)),
+        "gated linear attention": lambda: gated_linear_attention(q, q, q, bad.unsqueeze(-1).expand(1, 1, n, c)),
+        "delta rule": lambda: delta_rule(q, q, q, torch.full((1, 1, n), 3.0)),
+    }
+
+
+@pytest.mark.parametrize("name", list(calls_with_a_positive_value()))
+def test_eager_calls_refuse_values_out_of_range(name):
+    with pytest.raises(ValueError, match="must be"):
+        calls_with_a_positive_value()[name]()
