@@ -108,9 +108,13 @@ def table(rows: list[dict], names: list[str]) -> list[str]:
     return lines
 
 
-def parse(argv: list[str], module: str = "decayed_product_gpu", description: str = __doc__) -> argparse.Namespace:
-    """The options of this benchmark or of one that shares them (benchmarks.<module>, writing <module>.{md,json})."""
+def parse(argv: list[str], module: str = "decayed_product_gpu", description: str = __doc__,
+          more: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+    """The options of this benchmark or of one that shares them (benchmarks.<module>, writing <module>.{md,json}),
+    with the options that `more` adds."""
     parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{module}", description=description.splitlines()[0])
+    if more is not None:
+        more(parser)
     parser.add_argument("--heads", type=int, nargs="+", default=[16, 128, 512], help="B*H, multiples of 16")
     parser.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096, 16384, 65536])
     parser.add_argument("--dims", type=int, nargs="+", default=[64, 128])
@@ -140,21 +144,38 @@ def main(argv: list[str] | None = None) -> None:
     fla, fla_note = fla_implementation() if "FLA" in wanted else ({}, "not timed")
     impls = {"lintf cuda": decayed_dot_product, "lintf pytorch": lintf_pytorch, **fla}
     impls = {name: op for name, op in impls.items() if name in wanted}
+    run_grid(impls, inputs, fla_note, argv, args)
+
+
+def run_grid(impls: dict[str, Op], make_inputs: Callable[..., list[torch.Tensor]], fla_note: str, argv: list[str],
+             args: argparse.Namespace, module: str = "decayed_product_gpu",
+             title: str = "The decayed causal product on a GPU", stem: str | None = None) -> None:
+    """Measure fwd and fwd+bwd of every implementation on each (dtype, dim, B*H, N) of args, writing after each row.
+
+    Args:
+        impls: name -> op(q, k, v, gates) of make_inputs' tensors.
+        make_inputs: (batch_heads, n, dim, dtype) -> [q, k, v, gates, upstream gradient].
+        fla_note: what became of FLA (its version, or why it is missing).
+        argv: the command's arguments, for the report.
+        args: the parsed options.
+        module, title, stem: as write's.
+    """
     results: dict[str, list[dict]] = {"fwd": [], "fwd+bwd": []}
     for dtype_name, dim, heads, n in itertools.product(args.dtypes, args.dims, args.heads, args.lengths):
         if heads * n > args.max_positions:
             continue
         for mode in results:
-            row = measure(impls, heads, n, dim, DTYPES[dtype_name], mode == "fwd+bwd", args.repeats)
+            row = measure(impls, heads, n, dim, DTYPES[dtype_name], mode == "fwd+bwd", args.repeats, make_inputs)
             results[mode].append({"dtype": dtype_name, "dim": dim, "heads": heads, "n": n, **row})
-            write(results, list(impls), fla_note, argv, args, finished=False)
-    write(results, list(impls), fla_note, argv, args, finished=True)
+            write(results, list(impls), fla_note, argv, args, False, module, title, stem)
+    write(results, list(impls), fla_note, argv, args, True, module, title, stem)
 
 
 def write(results: dict[str, list[dict]], names: list[str], fla_note: str, argv: list[str],
           args: argparse.Namespace, finished: bool, module: str = "decayed_product_gpu",
-          title: str = "The decayed causal product on a GPU") -> None:
-    """Write the tables so far (after every row, so a run cut short keeps what it measured) to <module>.{md,json}."""
+          title: str = "The decayed causal product on a GPU", stem: str | None = None) -> None:
+    """Write the tables so far (after every row, so a run cut short keeps what it measured) to <stem>.{md,json}
+    (stem: the module's name unless given)."""
     command = f"python -m benchmarks.{module} " + shlex.join(argv)
     props = torch.cuda.get_device_properties(0)
     lines = [
@@ -170,8 +191,9 @@ def write(results: dict[str, list[dict]], names: list[str], fla_note: str, argv:
     for mode, rows in results.items():
         lines += [f"## {mode}", "", *table(rows, names), ""]
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{module}.md").write_text("\n".join(lines))
-    (args.out / f"{module}.json").write_text(json.dumps(
+    stem = stem or module
+    (args.out / f"{stem}.md").write_text("\n".join(lines))
+    (args.out / f"{stem}.json").write_text(json.dumps(
         {"command": command, "gpu": torch.cuda.get_device_name(0), "finished": finished, "results": results}, indent=1))
     if finished:
         print("\n".join(lines))

@@ -18,14 +18,13 @@ target at most 1.2); writes gla_gpu.{md,json} into --out (default benchmarks/res
 
 from __future__ import annotations
 
-import itertools
 import sys
 
 import torch
 import torch.nn.functional as F
 
 from benchmarks.causal_product_gpu import HEADS
-from benchmarks.decayed_product_gpu import DTYPES, NAMES, Op, measure, parse, write
+from benchmarks.decayed_product_gpu import NAMES, Op, parse, run_grid
 from lintf.ops import compiled_op_available, gated_linear_attention
 from lintf.ops.gla.chunked import gla_chunked
 
@@ -78,16 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     fla, fla_note = fla_implementation() if "FLA" in wanted else ({}, "not timed")
     impls = {"lintf cuda": lintf_cuda, "lintf pytorch": lintf_pytorch, **fla}
     impls = {name: op for name, op in impls.items() if name in wanted}
-    results: dict[str, list[dict]] = {"fwd": [], "fwd+bwd": []}
-    for dtype_name, dim, heads, n in itertools.product(args.dtypes, args.dims, args.heads, args.lengths):
-        if heads * n > args.max_positions:
-            continue
-        for mode in results:
-            row = measure(impls, heads, n, dim, DTYPES[dtype_name], mode == "fwd+bwd", args.repeats, inputs)
-            results[mode].append({"dtype": dtype_name, "dim": dim, "heads": heads, "n": n, **row})
-            write(results, list(impls), fla_note, argv, args, False, MODULE, TITLE)
-    write(results, list(impls), fla_note, argv, args, True, MODULE, TITLE)
-
+    run_grid(impls, inputs, fla_note, argv, args, MODULE, TITLE)
 
 if __name__ == "__main__":
     main()

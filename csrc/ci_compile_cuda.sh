@@ -2,11 +2,13 @@
 # CI check for the CUDA kernels on machines without a GPU: compile the library's CUDA translation units
 # (causal/cuda/causal_product_cuda.cu: the chunked tensor-core kernels, chunk*.cuh, the scan kernel and the
 # ATen fallback; decayed/cuda/decayed_product_cuda.cu: the decayed product's chunked kernels and ATen form;
-# gla/cuda/gla_cuda.cu: gated linear attention's chunked kernels; all on the tiles of common/cuda/) to
-# object files for each target architecture with nvcc against the installed torch's headers, and the C++ sources of the CPU half as the build lists them
-# (lintf.ops.extension.build.sources), so both halves are checked with the flags a real CUDA build uses.
+# gla/cuda/gla_cuda.cu: gated linear attention's chunked kernels; delta/cuda/delta_rule_cuda.cu: the delta
+# rule's state sweeps and ATen part; all on the tiles of common/cuda/) to object files for each target
+# architecture with nvcc against the installed torch's headers, and the C++ sources of the CPU half as the
+# build lists them (lintf.ops.extension.build.sources), so both halves are checked with the flags a real
+# CUDA build uses.
 # No linking, nothing run; ptxas reports register spills. The kernels themselves run on the CPU in
-# tests/ops/{causal,decayed,gla}/test_cuda_emulated.py.
+# tests/ops/{causal,decayed,gla,delta}/test_cuda_emulated.py.
 #   usage: csrc/ci_compile_cuda.sh [output_dir]      (needs nvcc on PATH or NVCC=/path/to/nvcc)
 #   LINTF_CUDA_ARCHS="80 90" (default) picks the compute capabilities (sm_80: A100, sm_90: H100).
 #   LINTF_CI_ONLY=cuda compiles the .cu files alone (the CPU half unchecked).

@@ -1,10 +1,11 @@
-"""Fixtures for the causal-product op tests."""
+"""Fixtures of the op tests."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+import torch
 
 from lintf.ops import compiled_op_available, extension
 
@@ -25,3 +26,11 @@ def op_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     else:
         monkeypatch.setattr(extension, "serves", lambda device_type: False)  # what every op asks
     return request.param
+
+
+@pytest.fixture
+def matmul_precision():
+    """torch.set_float32_matmul_precision for the test, the precision before it restored afterwards."""
+    before = torch.get_float32_matmul_precision()
+    yield torch.set_float32_matmul_precision
+    torch.set_float32_matmul_precision(before)

@@ -56,9 +56,11 @@ size_t largest_shared_bytes(int cp, int mt) {
 
 // The dimensions the chunked kernels (with shared-memory layouts Layouts) run q (B, H, N, C), v (B, H, N, M)
 // with, or nullopt when they do not take them: fp64, more than kMaxFeatures features, a GPU before sm_80,
-// too little shared memory for even 16 value columns per block, or more blocks than a grid holds.
+// too little shared memory for even 16 value columns per block, or more blocks than a grid holds. The
+// layouts are sized for the inputs' operand type, or for fp32 tiles when `tiles` is kFloat.
 template <template <typename> class... Layouts>
-std::optional<Dims> plan_with(const at::Tensor& q, const at::Tensor& v) {
+std::optional<Dims> plan_with(const at::Tensor& q, const at::Tensor& v,
+                              std::optional<at::ScalarType> tiles = std::nullopt) {
   const auto dtype = q.scalar_type();
   if (dtype != at::kFloat && dtype != at::kHalf && dtype != at::kBFloat16) return std::nullopt;
   const int64_t heads = q.size(0) * q.size(1), n = q.size(2), c = q.size(3), m = v.size(3);
@@ -69,8 +71,8 @@ std::optional<Dims> plan_with(const at::Tensor& q, const at::Tensor& v) {
   const int widest = tile::round_up(static_cast<int>(std::min<int64_t>(m, 64)), 16);
   for (const int mt : {widest, 32, 16}) {
     if (mt > widest) continue;
-    const size_t bytes = dtype == at::kFloat ? largest_shared_bytes<float, Layouts...>(cp, mt)
-                                             : largest_shared_bytes<__half, Layouts...>(cp, mt);
+    const size_t bytes = tiles.value_or(dtype) == at::kFloat ? largest_shared_bytes<float, Layouts...>(cp, mt)
+                                                           : largest_shared_bytes<__half, Layouts...>(cp, mt);
     if (bytes > device.shared_bytes) continue;
     const int64_t chunks = (n + kChunk - 1) / kChunk, value_tiles = (m + mt - 1) / mt;
     if (heads * chunks * value_tiles > std::numeric_limits<int32_t>::max()) return std::nullopt;

@@ -50,6 +50,24 @@ def library_defines(name: str, device_type: str) -> bool:
     return extension.serves(device_type) and hasattr(torch.ops.lintf, name)
 
 
+CUDA_TILE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # what the chunked CUDA kernels take
+CUDA_MAX_FEATURES = 128  # C a block of the chunked CUDA kernels holds whole
+
+
+def takes(q: Tensor) -> bool:
+    """Whether the kernels of q's device take q (B, H, N, C): every CPU call; on CUDA the chunked kernels' tiles,
+    fp32, fp16 or bf16 with C <= 128 on compute capability 8.0 or newer (other calls take the PyTorch path)."""
+    if q.device.type != "cuda":
+        return True
+    return q.dtype in CUDA_TILE_DTYPES and q.shape[-1] <= CUDA_MAX_FEATURES and capability_major(q.device) >= 8
+
+
+@torch.compiler.assume_constant_result
+def capability_major(device: torch.device) -> int:
+    """The compute capability's major number of a CUDA device (a constant under ``torch.compile``)."""
+    return torch.cuda.get_device_capability(device)[0]
+
+
 def fake_state(q: Tensor, v: Tensor) -> Tensor:
     """An empty (B, H, C, M) state in the accumulation dtype, for q (B, H, N, C) and v (B, H, N, M): fake kernels."""
     batch, heads, _, features = q.shape

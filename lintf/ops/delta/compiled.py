@@ -1,7 +1,8 @@
 """The compiled op ``lintf::delta_rule``: when it serves, how to call it, and its fake, autograd and autocast rules.
 
-The schema lives in ``csrc/delta/delta_rule.cpp``, the CPU kernel beside it
-(``csrc/delta/cpu/delta_rule_cpu.cpp``), built and loaded with the rest of the library by
+The schema lives in ``csrc/delta/delta_rule.cpp``, the kernels beside it (CPU:
+``csrc/delta/cpu/delta_rule_cpu.cpp``; CUDA: ``csrc/delta/cuda/delta_rule_cuda.cu``, fp32, fp16 and bf16 up to
+128 features on compute capability 8.0+: ``takes``), built and loaded with the rest of the library by
 ``lintf.ops.extension``::
 
     lintf::delta_rule(q, k, v, beta, log_decay, scale, initial_state=None) -> (out, final_state)
@@ -11,8 +12,8 @@ The schema lives in ``csrc/delta/delta_rule.cpp``, the CPU kernel beside it
 q, k: (B, H, N, C); v, out, grad_out: (B, H, N, M), all fp16, bf16, fp32 or fp64; beta and the
 optional log_decay (B, H, N), the states (B, H, C, M) and their gradients in the accumulation dtype
 (fp32, fp64 for fp64 inputs); d_log_decay is empty without log_decay. The first backward runs the
-compiled ``delta_rule_backward`` (its memory grows as N C M / 32 per thread, not with the graph of a
-chunked PyTorch pass); a backward that records a graph of its own (``create_graph=True``)
+compiled ``delta_rule_backward`` (its memory grows as N C M / 32 per thread on the CPU, as the chunks'
+states and L x L matrices on CUDA, not with the graph of a chunked PyTorch pass); a backward that records a graph of its own (``create_graph=True``)
 differentiates the pure-PyTorch chunked path instead. Under autocast the op runs in the autocast
 dtype and keeps fp32 states. The extension runs ``register_python_parts`` once the library is
 loaded (``on_load``, below).
@@ -33,8 +34,12 @@ _NAME = "delta_rule"
 
 
 def serves(device: torch.device) -> bool:
-    """Whether the compiled op runs tensors on device: CPU tensors, the library loaded and LINTF_EXTENSION not off."""
-    return compiled_op.serves(_NAME, device)
+    """Whether the compiled op runs tensors on device: CPU or CUDA tensors, the library loaded for the device (on
+    CUDA: built with its CUDA kernels) and LINTF_EXTENSION not off."""
+    return compiled_op.serves(_NAME, device, ("cpu", "cuda"))
+
+
+takes = compiled_op.takes  # on CUDA: fp32, fp16, bf16 with C <= 128 on compute capability 8.0+
 
 
 def delta_rule(

@@ -12,11 +12,13 @@ Sequence Length"; Yang et al. 2025, "Gated Delta Networks"). Each step multiplie
 (I - beta_t k_t k_t^T), which for unit-norm keys and beta in [0, 2] never grows it: the attentions
 L2-normalise q and k. Accumulates in fp32 (fp64 for fp64 inputs) with autocast's dtype in and out.
 
-On the CPU, when the compiled op is built (``compiled.serves``) and ``LINTF_EXTENSION`` is not
-``off``, ``lintf::delta_rule`` runs it (``compiled.py``, kernels in ``csrc/delta/``): the same chunked
-form in C++ with chunks of 32 positions and a backward that keeps one state per chunk. Everything
-else (CUDA tensors, no compiler, double backward) takes the pure-PyTorch path (``chunked.py``, the
-WY form of each chunk). ``reference.py`` holds the naive recurrence the tests compare against,
+When the compiled op is built (``compiled.serves``, ``compiled.takes``) and ``LINTF_EXTENSION`` is not
+``off``, ``lintf::delta_rule`` runs it (``compiled.py``, kernels in ``csrc/delta/``): on the CPU the same
+chunked form in C++ with chunks of 32 positions and a backward that keeps one state per chunk; on CUDA
+(fp32, fp16, bf16, C <= 128, compute capability 8.0+) chunks of 64 whose WY forms, outputs and gradients
+are batched over all chunks and whose state passes run as one sequential tensor-core sweep per head.
+Everything else (fp64 or wide heads on CUDA, no compiler, double backward) takes the pure-PyTorch path
+(``chunked.py``, the WY form of each chunk). ``reference.py`` holds the naive recurrence the tests compare against,
 ``state.py`` the state.
 """
 
@@ -82,7 +84,7 @@ def delta_rule(
     acc = accumulation_dtype(v.dtype)
     with torch.autocast(q.device.type, enabled=False):
         beta, decay = beta.to(acc), None if log_decay is None else log_decay.to(acc)
-        if compiled.serves(q.device):
+        if compiled.serves(q.device) and compiled.takes(q):
             out, state = compiled.delta_rule(q, k, v, beta, decay, factor, initial_state)
         else:
             out, state = delta_rule_chunked(q.to(acc), k.to(acc), v.to(acc), beta, decay, factor, initial_state)

@@ -29,8 +29,6 @@ from lintf.ops.common.recorded_gradients import recorded_gradients
 from lintf.ops.gla.chunked import gla_chunked
 
 _NAME = "gated_linear_attention"
-CUDA_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # what the CUDA kernels take (tensor cores)
-CUDA_MAX_FEATURES = 128  # C a block holds whole
 
 
 def serves(device: torch.device) -> bool:
@@ -39,12 +37,7 @@ def serves(device: torch.device) -> bool:
     return compiled_op.serves(_NAME, device, ("cpu", "cuda"))
 
 
-def takes(q: Tensor) -> bool:
-    """Whether the kernels of q's device take q: every CPU call; on CUDA fp32, fp16 or bf16 with C <= 128 on compute
-    capability 8.0 or newer (the tensor-core tiles)."""
-    if q.device.type != "cuda":
-        return True
-    return q.dtype in CUDA_DTYPES and q.shape[-1] <= CUDA_MAX_FEATURES and torch.cuda.get_device_capability(q.device)[0] >= 8
+takes = compiled_op.takes  # on CUDA: fp32, fp16, bf16 with C <= 128 on compute capability 8.0+
 
 
 def gated_linear_attention(

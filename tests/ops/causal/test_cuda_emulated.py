@@ -37,13 +37,6 @@ def emulated():
     return load_emulated("lintf_cuda_emulation", EMULATION / "emulated_op.cpp", headers)
 
 
-@pytest.fixture
-def matmul_precision():
-    before = torch.get_float32_matmul_precision()
-    yield torch.set_float32_matmul_precision
-    torch.set_float32_matmul_precision(before)
-
-
 def inputs(n: int, c: int, m: int, dtype: torch.dtype, state: bool, seed: int = 0) -> dict:
     """Positive feature-mapped q, k, values, upstream gradients and (optionally) states of B=1, H=2."""
     gen = torch.Generator().manual_seed(seed)

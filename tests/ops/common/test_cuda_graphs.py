@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lintf.ops import causal_linear_attention, decayed_dot_product, gated_linear_attention
+from lintf.ops import causal_linear_attention, decayed_dot_product, delta_rule, gated_linear_attention
 
 pytestmark = [
     pytest.mark.gpu,
@@ -40,7 +40,13 @@ def gla(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: torch.Tensor) 
     return gated_linear_attention(q, k, v, F.logsigmoid(gates + 2))
 
 
-OPS = {"causal": causal, "decayed": decayed, "gla": gla}
+def gated_delta(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: torch.Tensor) -> torch.Tensor:
+    """The delta rule on L2-normalised q, k with beta = sigmoid(gates_0) and log-decays logsigmoid(gates_1 + 2)."""
+    q, k = F.normalize(q.float(), dim=-1).to(q.dtype), F.normalize(k.float(), dim=-1).to(k.dtype)
+    return delta_rule(q, k, v, torch.sigmoid(gates[..., 0]), log_decay=F.logsigmoid(gates[..., 1] + 2))
+
+
+OPS = {"causal": causal, "decayed": decayed, "gla": gla, "delta": gated_delta}
 
 
 def fresh_inputs(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> list[torch.Tensor]:

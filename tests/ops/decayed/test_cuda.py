@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from lintf.ops import decayed_dot_product
 from lintf.ops.decayed import compiled
 from lintf.ops.decayed.reference import decayed_recurrence_reference
-from lintf.registry import build_attention
+from tests.ops.cuda_checks import assert_attention_on_cuda_matches_the_cpu
 from tests.ops.scaled_error import scaled_error
 
 pytestmark = [
@@ -114,22 +114,10 @@ def test_torch_compile_fullgraph_matches_eager():
     assert torch.equal(compiled_fn(q, k, v, log_decay), fn(q, k, v, log_decay))
 
 
-@pytest.mark.parametrize("name, kwargs", [("gated_linear", {}), ("retention", {})])
+@pytest.mark.parametrize("name", ["gated_linear", "retention"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_attentions_on_cuda_match_the_cpu(name, kwargs, dtype):
-    torch.manual_seed(0)
-    attention = build_attention(name, head_dim=32, **kwargs)
-    q, k, v = (torch.randn(2, 4, 150, 32).to(dtype).requires_grad_() for _ in range(3))
-    grad = torch.randn(2, 4, 150, 32).to(dtype)
-    want = [attention(q, k, v, causal=True)]
-    want += torch.autograd.grad(want[0], (q, k, v), grad)
-    gpu = [t.detach().cuda().requires_grad_() for t in (q, k, v)]
-    attention_gpu = attention.cuda()
-    got = [attention_gpu(*gpu, causal=True)]
-    got += torch.autograd.grad(got[0], gpu, grad.cuda())
-    for g, w in zip(got, want):
-        assert g.device.type == "cuda" and g.dtype == w.dtype
-        assert scaled_error(g, w) <= 2 * TOLERANCE[dtype]
+def test_attentions_on_cuda_match_the_cpu(name, dtype):
+    assert_attention_on_cuda_matches_the_cpu(name, dtype, 2 * TOLERANCE[dtype])
 
 
 def test_cuda_tensors_take_the_compiled_op(monkeypatch):

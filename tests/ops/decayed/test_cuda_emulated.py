@@ -37,13 +37,6 @@ def emulated():
     return load_emulated("lintf_decayed_emulation", CSRC.parent / "tests/ops/decayed/cuda_emulated_op.cpp", headers)
 
 
-@pytest.fixture
-def matmul_precision():
-    before = torch.get_float32_matmul_precision()
-    yield torch.set_float32_matmul_precision
-    torch.set_float32_matmul_precision(before)
-
-
 def inputs(n: int, c: int, m: int, dtype: torch.dtype, decay: str, state: bool = True, seed: int = 0) -> dict:
     """q, k, v, upstream gradients (dtype), log_decay and the states (accumulation dtype) of B=1, H=2."""
     gen = torch.Generator().manual_seed(seed)

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from lintf.ops import gated_linear_attention
 from lintf.ops.gla import compiled
 from lintf.ops.gla.reference import gated_linear_attention_reference
-from lintf.registry import build_attention
+from tests.ops.cuda_checks import assert_attention_on_cuda_matches_the_cpu
 from tests.ops.scaled_error import scaled_error
 
 pytestmark = [
@@ -120,19 +120,7 @@ def test_torch_compile_fullgraph_matches_eager():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gla_attention_on_cuda_matches_the_cpu(dtype):
-    torch.manual_seed(0)
-    attention = build_attention("gla", head_dim=32)
-    q, k, v = (torch.randn(2, 4, 150, 32).to(dtype).requires_grad_() for _ in range(3))
-    grad = torch.randn(2, 4, 150, 32).to(dtype)
-    want = [attention(q, k, v, causal=True)]
-    want += torch.autograd.grad(want[0], (q, k, v), grad)
-    gpu = [t.detach().cuda().requires_grad_() for t in (q, k, v)]
-    attention_gpu = attention.cuda()
-    got = [attention_gpu(*gpu, causal=True)]
-    got += torch.autograd.grad(got[0], gpu, grad.cuda())
-    for g, w in zip(got, want):
-        assert g.device.type == "cuda" and g.dtype == w.dtype
-        assert scaled_error(g, w) <= 2 * TOLERANCE[dtype]
+    assert_attention_on_cuda_matches_the_cpu("gla", dtype, 2 * TOLERANCE[dtype])
 
 
 def test_cuda_tensors_take_the_compiled_op(monkeypatch):

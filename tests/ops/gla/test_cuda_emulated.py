@@ -36,13 +36,6 @@ def emulated():
     return load_emulated("lintf_gla_emulation", CSRC.parent / "tests/ops/gla/cuda_emulated_op.cpp", headers)
 
 
-@pytest.fixture
-def matmul_precision():
-    before = torch.get_float32_matmul_precision()
-    yield torch.set_float32_matmul_precision
-    torch.set_float32_matmul_precision(before)
-
-
 def inputs(n: int, c: int, m: int, dtype: torch.dtype, gates: str, state: bool = True, seed: int = 0) -> dict:
     """q, k, v, upstream gradients (dtype), log_gate and the states (fp32) of B=1, H=2."""
     gen = torch.Generator().manual_seed(seed)
