@@ -29,17 +29,23 @@ using tile::Causal;
 using tile::kChunk;
 using tile::padded_ld;
 
-// The chunk's b (kChunk x cp, fp32, padding features 0) from the host's in-chunk cumulative log-gates
-// (heads, chunks, kChunk, c).
+// log2(e): the kernels keep b in base 2, so every decay is one exp2f (a single special-function
+// instruction and a little range handling, where expf needs a longer exact sequence).
+constexpr float kLog2e = 1.4426950408889634f;
+
+// The chunk's b (kChunk x cp, fp32, padding features 0) in base 2, b log2(e), from the host's in-chunk
+// cumulative log-gates (heads, chunks, kChunk, c).
 __device__ inline void load_gates(const float* cumulative, const Dims& d, const Block& block, float* b) {
   const float* chunk_b = cumulative + (block.head * d.chunks + block.chunk) * int64_t(kChunk) * d.c;
-  tile::load_tile(chunk_b, d.c, kChunk, d.c, static_cast<const float*>(nullptr), b, padded_ld<float>(d.cp), kChunk,
-                  d.cp);
+  const int ld = padded_ld<float>(d.cp);
+  tile::load_tile(chunk_b, d.c, kChunk, d.c, static_cast<const float*>(nullptr), b, ld, kChunk, d.cp);
+  __syncthreads();
+  for (int e = threadIdx.x; e < kChunk * d.cp; e += blockDim.x) b[(e / d.cp) * ld + e % d.cp] *= kLog2e;
 }
 
 // f (kChunk x cp, fp32) = the chunk's rows of x ((heads * n, c) row-major, from row row0), zeros past
 // them, times exp(b) (to_end false: the state entering the chunk reaches row t) or exp(B - b) (to_end:
-// row t reaches the state leaving it), feature by feature. Every exponent is <= 0.
+// row t reaches the state leaving it), feature by feature; b in base 2 (load_gates). Every exponent is <= 0.
 template <typename T>
 __device__ void load_gated(const T* x, const Dims& d, int64_t row0, int rows, const float* b, bool to_end, float* f) {
   const int ldf = padded_ld<float>(d.cp), ldb = padded_ld<float>(d.cp);
@@ -48,7 +54,7 @@ __device__ void load_gated(const T* x, const Dims& d, int64_t row0, int rows, co
   for (int e = threadIdx.x; e < kChunk * d.cp; e += blockDim.x) {
     const int t = e / d.cp, i = e % d.cp;
     const float exponent = to_end ? b[(kChunk - 1) * ldb + i] - b[t * ldb + i] : b[t * ldb + i];
-    f[t * ldf + i] *= expf(exponent);
+    f[t * ldf + i] *= exp2f(exponent);
   }
 }
 
@@ -61,7 +67,7 @@ __device__ void gated_scores(const T* q, const T* k, const float* b, const Dims&
     const int t = e / kChunk, s = e % kChunk;
     float sum = 0.f;
     for (int i = 0; s <= t && i < d.c; ++i) {
-      sum += tile::to_float(q[t * ld + i]) * tile::to_float(k[s * ld + i]) * expf(b[t * ldb + i] - b[s * ldb + i]);
+      sum += tile::to_float(q[t * ld + i]) * tile::to_float(k[s * ld + i]) * exp2f(b[t * ldb + i] - b[s * ldb + i]);
     }
     c[t * ldc + s] = sum;
   }

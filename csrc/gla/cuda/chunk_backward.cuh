@@ -90,8 +90,8 @@ __global__ void __launch_bounds__(tile::kThreads) gla_dq_kernel(BackwardArgs<T> 
   for (int e = threadIdx.x; e < rows * d.c; e += blockDim.x) {
     const int t = e / d.c, i = e % d.c;
     const float b_t = b[t * ldq + i];
-    float sum = args.scale * expf(b_t) * dq[t * ldq + i];
-    for (int u = 0; u <= t; ++u) sum += m_acc[t * ld_acc + u] * tile::to_float(k[u * ldk + i]) * expf(b_t - b[u * ldq + i]);
+    float sum = args.scale * exp2f(b_t) * dq[t * ldq + i];
+    for (int u = 0; u <= t; ++u) sum += m_acc[t * ld_acc + u] * tile::to_float(k[u * ldk + i]) * exp2f(b_t - b[u * ldq + i]);
     const int64_t at = (row0 + t) * d.c + i;
     args.dq[at] = tile::from_float<T>(sum);
     args.d_log_gate[at] = tile::to_float(args.q[at]) * sum;
@@ -126,8 +126,8 @@ __device__ void finish_dk(const BackwardArgs<T>& args, const Dims& d, int64_t ro
   for (int e = threadIdx.x; e < rows * d.c; e += blockDim.x) {
     const int s = e / d.c, i = e % d.c;
     const float b_s = b[s * ld + i];
-    float sum = expf(b[(kChunk - 1) * ld + i] - b_s) * dk[s * ld + i];
-    for (int t = s; t < rows; ++t) sum += m_acc[t * ld_acc + s] * tile::to_float(q[t * ldq + i]) * expf(b[t * ld + i] - b_s);
+    float sum = exp2f(b[(kChunk - 1) * ld + i] - b_s) * dk[s * ld + i];
+    for (int t = s; t < rows; ++t) sum += m_acc[t * ld_acc + s] * tile::to_float(q[t * ldq + i]) * exp2f(b[t * ld + i] - b_s);
     const int64_t at = (row0 + s) * d.c + i;
     args.dk[at] = tile::from_float<T>(sum);
     dk[s * ld + i] = tile::to_float(args.k[at]) * sum;
