@@ -12,8 +12,10 @@ H = 16, C = M = dim, q, k Gaussian then L2-normalised, v Gaussian, beta = sigmoi
   lintf pytorch   lintf's pure-PyTorch chunked path (lintf.ops.delta.chunked) on the GPU, fp32 inside
   FLA             flash-linear-attention's chunk_delta_rule / chunk_gated_delta_rule (inputs transposed to its
                   [B, T, H, K] layout inside the timed call), when `fla` is importable
-Times, ratios and the tables as in benchmarks.decayed_product_gpu (the last column: lintf cuda / FLA, target at
-most 1.2); writes delta_rule_gpu_<rule>.{md,json} into --out (default benchmarks/results).
+Every lintf call checks its gates' values (one read back to the host) and FLA's calls do not, which weighs on
+lintf's times where a call is short. Times, ratios and the tables as in benchmarks.decayed_product_gpu (the
+last column: lintf cuda / FLA, target at most 1.2); writes delta_rule_gpu_<rule>.{md,json} into --out (default
+benchmarks/results).
 """
 
 from __future__ import annotations

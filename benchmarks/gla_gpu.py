@@ -12,8 +12,10 @@ forward and forward+backward (gradients of q, k, v and g) of:
   lintf pytorch   lintf's pure-PyTorch chunked path (lintf.ops.gla.chunked) on the GPU, fp32 inside
   FLA             flash-linear-attention's chunk_gla (same g and scale; inputs transposed to its [B, T, H, K]
                   layout inside the timed call), when `fla` is importable
-Times, ratios and the output files as in benchmarks.decayed_product_gpu (the last column: lintf cuda / FLA,
-target at most 1.2); writes gla_gpu.{md,json} into --out (default benchmarks/results).
+Every lintf call checks its gates' values (one read back to the host) and FLA's calls do not, which weighs on
+lintf's times where a call is short. Times, ratios and the output files as in benchmarks.decayed_product_gpu
+(the last column: lintf cuda / FLA, target at most 1.2); writes gla_gpu.{md,json} into --out (default
+benchmarks/results).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from benchmarks import delta_rule_gpu
+from lintf.ops.delta.reference import delta_rule_reference
 
 
 @pytest.mark.parametrize(
@@ -36,12 +37,16 @@ def test_without_cuda_it_exits_non_zero_with_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("gated", [False, True])
-def test_every_implementation_takes_the_gates_of_the_timed_call(gated):
-    """The PyTorch path as the benchmark calls it, on the CPU, against the op on the same inputs."""
+def test_every_implementation_reads_beta_and_the_decay_from_the_gates(gated):
+    """Both lintf implementations as the benchmark calls them, on the CPU, against the fp64 recurrence given beta
+    (gates[..., 0]) and, for the gated rule, the log-decays (gates[..., 1]) by name."""
     impls, _ = delta_rule_gpu.implementations(gated)
     gen = torch.Generator().manual_seed(0)
     q, k = (torch.nn.functional.normalize(torch.randn(1, 2, 20, 8, generator=gen), dim=-1) for _ in range(2))
     v = torch.randn(1, 2, 20, 8, generator=gen)
-    gates = torch.stack([torch.rand(1, 2, 20, generator=gen), -torch.rand(1, 2, 20, generator=gen)], dim=-1)
-    torch.testing.assert_close(impls["lintf pytorch"](q, k, v, gates), impls["lintf cuda"](q, k, v, gates),
-                               rtol=1e-4, atol=1e-5)
+    beta, log_decay = torch.rand(1, 2, 20, generator=gen), -torch.rand(1, 2, 20, generator=gen)
+    gates = torch.stack([beta, log_decay], dim=-1)
+    want, _ = delta_rule_reference(q.double(), k.double(), v.double(), beta.double(),
+                                   log_decay.double() if gated else None, scale=1.0)
+    for name in ("lintf pytorch", "lintf cuda"):
+        torch.testing.assert_close(impls[name](q, k, v, gates).double(), want, rtol=1e-4, atol=1e-5, msg=name)

@@ -1,4 +1,4 @@
-// The grid of the chunked CUDA kernels ({causal,decayed,gla}/cuda/chunk*.cuh): the
+// The grid of the chunked CUDA kernels ({causal,decayed,gla}/cuda/chunk*.cuh, delta/cuda/sweeps.cuh): the
 // problem's dimensions, which (head, chunk, value tile) a block owns, and the block's dynamic shared memory.
 #pragma once
 

@@ -27,7 +27,7 @@ struct ScanDecays {
 // reverse sweep's added -> R_c = dL/dS after chunk c and dL/dS_0. One thread per (head, state entry), with
 // kBatch loads in flight (a template: the translation units of both ops include it).
 template <int kBatch = 8>
-__global__ void decayed_scan_kernel(float* states, ScanDecays decays, const float* start, float* total, int64_t heads,
+__global__ void chunk_scan_kernel(float* states, ScanDecays decays, const float* start, float* total, int64_t heads,
                                     int64_t chunks, int64_t width, bool reverse) {
   const int64_t index = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (index >= heads * width) return;
@@ -53,14 +53,14 @@ __global__ void decayed_scan_kernel(float* states, ScanDecays decays, const floa
   if (total != nullptr) total[index] = running;
 }
 
-// The scan (decayed_scan_kernel) of states (heads, chunks, c, m) in place from start (or zeros); total,
+// The scan (chunk_scan_kernel) of states (heads, chunks, c, m) in place from start (or zeros); total,
 // if given, receives the last running state.
 inline void scan(at::Tensor& states, const ScanDecays& decays, const at::Tensor& start, at::Tensor* total,
                  bool reverse) {
   const int64_t heads = states.size(0), chunks = states.size(1), width = states.size(2) * states.size(3);
   const int threads = 256;
   const int64_t blocks = (heads * width + threads - 1) / threads;
-  runtime::launch(decayed_scan_kernel<>, blocks, threads, 0, states.data_ptr<float>(), decays,
+  runtime::launch(chunk_scan_kernel<>, blocks, threads, 0, states.data_ptr<float>(), decays,
                   start.defined() ? start.data_ptr<float>() : nullptr,
                   total != nullptr ? total->data_ptr<float>() : nullptr, heads, chunks, width, reverse);
 }

@@ -1,4 +1,4 @@
-// Block-level building blocks of the chunked CUDA kernels ({causal,decayed,gla}/cuda/chunk*.cuh):
+// Block-level building blocks of the chunked CUDA kernels ({causal,decayed,gla}/cuda/chunk*.cuh, delta/cuda/sweeps.cuh):
 // shared-memory tiles, their conversion to tensor-core operands and a block-wide tile product on
 // WMMA (bf16 and fp16 operands, fp32 operands as TF32 or, for full fp32 accuracy, as 3xTF32: each
 // operand split into a TF32 head and a TF32 remainder). Accumulation is always fp32.

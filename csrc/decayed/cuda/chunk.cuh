@@ -6,7 +6,7 @@
 // chunk (restarting at each chunk, computed once by the host), B = b_{kChunk-1} its total (padding
 // positions decay nothing), D[t][s] = exp(b_t - b_s) for s <= t. Every exponent is <= 0. Forward:
 //   1. decayed_state_kernel, one block per (head, chunk, value tile): added_c = (diag(exp(B - b)) K)^T V;
-//   2. decayed_scan_kernel, one thread per (head, state entry): S_c (entering chunk c) in place,
+//   2. chunk_scan_kernel, one thread per (head, state entry): S_c (entering chunk c) in place,
 //      S_{c+1} = exp(B_c) S_c + added_c from S_0 = the initial state, and the final state;
 //   3. decayed_output_kernel, one block per (head, chunk, value tile):
 //        out_c = ((Q K^T) o D) V + diag(exp(b)) Q S_c.

@@ -22,7 +22,7 @@
 namespace lintf {
 namespace delta_cuda {
 
-constexpr int64_t kChunk = 64;
+constexpr int64_t kChunk = 64;  // the sweeps' chunk (tile::kChunk, checked in chunk_launch.cuh)
 
 // (B, H, N, F) -> (B * H, nc, kChunk, F) fp32, N zero-padded to nc chunks (zero rows write and decay nothing).
 inline at::Tensor chunked(const at::Tensor& x, int64_t nc) {

@@ -19,8 +19,12 @@ using ForwardResult = std::tuple<at::Tensor, at::Tensor>;  // out, S_N
 // dq, dk, dv, d beta, d log_decay, dS0
 using BackwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
+static_assert(kChunk == tile::kChunk, "the ATen part and the sweeps cut the sequence alike");
+
+// The sweeps' shared memory as a layout template for chunk::plan_shape (fp32 tiles whatever T, the inputs'
+// operand type; plan_shape is told so).
 template <typename T>
-struct Layout : SweepLayout {  // the sweeps' shared memory (fp32 tiles whatever the inputs' dtype)
+struct Layout : SweepLayout {
   __host__ __device__ Layout(int cp, int mt) : SweepLayout(cp, mt) {}
 };
 

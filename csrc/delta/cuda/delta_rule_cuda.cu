@@ -42,9 +42,15 @@ at::Tensor decayed_whole(const at::Tensor& state, const std::optional<at::Tensor
 chunk::Dims planned(const at::Tensor& q, const at::Tensor& v) {
   const auto dims = delta_cuda::plan(q, v);
   TORCH_CHECK(dims.has_value(), kOp, " (CUDA): its kernels take float32, float16 and bfloat16 with at most ",
-              chunk::kMaxFeatures, " features on compute capability 8.0 or newer; got ", q.scalar_type(), " with ",
-              q.size(3), " features (lintf.ops.delta_rule runs other inputs on its PyTorch path)");
+              chunk::kMaxFeatures, " features on compute capability 8.0 or newer, as far as this GPU's shared memory ",
+              "per block allows; got ", q.scalar_type(), " with ", q.size(3), " features and ", v.size(3),
+              " value columns (lintf.ops.delta_rule runs other inputs on its PyTorch path)");
   return *dims;
+}
+
+// Whether the kernels take heads of c features and m value columns of dtype on device (the Python routing asks).
+bool delta_rule_cuda_takes(c10::Device device, c10::ScalarType dtype, int64_t c, int64_t m) {
+  return chunk::plan_shape<delta_cuda::Layout>(dtype, 1, 1, c, m, device.index(), at::kFloat).has_value();
 }
 
 std::tuple<at::Tensor, at::Tensor> delta_rule_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -76,6 +82,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
 
 }  // namespace
 }  // namespace lintf
+
+TORCH_LIBRARY_FRAGMENT(lintf, m) {
+  m.def("delta_rule_cuda_takes(Device device, ScalarType dtype, int c, int m) -> bool", &lintf::delta_rule_cuda_takes);
+}
 
 TORCH_LIBRARY_IMPL(lintf, CUDA, m) {
   m.impl("delta_rule", &lintf::delta_rule_cuda);

@@ -10,7 +10,7 @@
 // thread sums them for its pairs with the exponents in log space, every one <= 0 whatever the gates
 // (q exp(b) . k exp(-b) would overflow for strong gates). Forward:
 //   1. gla_state_kernel, one block per (head, chunk, value tile): added_c = (K o exp(B - b))^T V;
-//   2. decayed_scan_kernel, one thread per (head, state entry): S_c (entering chunk c) in place,
+//   2. chunk_scan_kernel, one thread per (head, state entry): S_c (entering chunk c) in place,
 //      S_{c+1} = diag(exp(B_c)) S_c + added_c from S_0 = the initial state, and the final state;
 //   3. gla_output_kernel, one block per (head, chunk, value tile):
 //        out_c = scale (A V + (Q o exp(b)) S_c).

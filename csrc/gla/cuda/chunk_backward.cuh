@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(tile::kThreads) gla_dkv_kernel(BackwardArgs<T>
   gated_scores(q, k, b, d, m_acc, ld_acc);
   __syncthreads();
   const float a_scale = tile::to_operand(m_acc, ld_acc, a, lda, kChunk, kChunk, scratch);
-  load_gated(args.k, d, row0, rows, b, true, dk);  // (its first barrier also ends the scores' reads of k)
+  load_gated(args.k, d, row0, rows, b, true, dk);
   __syncthreads();
   const float k_scale = tile::to_operand(dk, ldk32, k, ldk, kChunk, d.cp, scratch);
   for (int value_tile = 0; value_tile < d.value_tiles; ++value_tile) {

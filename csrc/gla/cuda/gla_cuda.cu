@@ -40,9 +40,16 @@ at::Tensor decayed_whole(const at::Tensor& state, const at::Tensor& log_gate, co
 gla_chunk::Dims planned(const at::Tensor& q, const at::Tensor& v) {
   const auto dims = gla_chunk::plan(q, v);
   TORCH_CHECK(dims.has_value(), kOp, " (CUDA): the chunked kernels take float32, float16 and bfloat16 with at most ",
-              chunk::kMaxFeatures, " features on compute capability 8.0 or newer; got ", q.scalar_type(), " with ",
-              q.size(3), " features (lintf.ops.gated_linear_attention runs other inputs on its PyTorch path)");
+              chunk::kMaxFeatures, " features on compute capability 8.0 or newer, as far as this GPU's shared memory ",
+              "per block allows; got ", q.scalar_type(), " with ", q.size(3), " features and ", v.size(3),
+              " value columns (lintf.ops.gated_linear_attention runs other inputs on its PyTorch path)");
   return *dims;
+}
+
+// Whether the kernels take heads of c features and m value columns of dtype on device (the Python routing asks).
+bool gla_cuda_takes(c10::Device device, c10::ScalarType dtype, int64_t c, int64_t m) {
+  return chunk::plan_shape<gla_chunk::StateLayout, gla_chunk::OutputLayout, gla_chunk::DqLayout,
+                           gla_chunk::DkvLayout>(dtype, 1, 1, c, m, device.index()).has_value();
 }
 
 std::tuple<at::Tensor, at::Tensor> gla_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -73,6 +80,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gla_backw
 
 }  // namespace
 }  // namespace lintf
+
+TORCH_LIBRARY_FRAGMENT(lintf, m) {
+  m.def("gated_linear_attention_cuda_takes(Device device, ScalarType dtype, int c, int m) -> bool",
+        &lintf::gla_cuda_takes);
+}
 
 TORCH_LIBRARY_IMPL(lintf, CUDA, m) {
   m.impl("gated_linear_attention", &lintf::gla_cuda);

@@ -54,18 +54,31 @@ CUDA_TILE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # what the ch
 CUDA_MAX_FEATURES = 128  # C a block of the chunked CUDA kernels holds whole
 
 
-def takes(q: Tensor) -> bool:
-    """Whether the kernels of q's device take q (B, H, N, C): every CPU call; on CUDA the chunked kernels' tiles,
-    fp32, fp16 or bf16 with C <= 128 on compute capability 8.0 or newer (other calls take the PyTorch path)."""
+def takes(name: str, q: Tensor, v: Tensor) -> bool:
+    """Whether the kernels of ``lintf::<name>`` on q's device take q (B, H, N, C) and v (B, H, N, M).
+
+    Every CPU call; on CUDA the chunked kernels' tiles: fp32, fp16 or bf16 with C <= 128 on compute
+    capability 8.0 or newer, as far as the GPU's shared memory per block allows (the op's
+    ``<name>_cuda_takes`` says; other calls take the PyTorch path).
+
+    Args:
+        name: the op's name in the ``lintf`` namespace.
+        q: the queries.
+        v: the values.
+    """
     if q.device.type != "cuda":
         return True
-    return q.dtype in CUDA_TILE_DTYPES and q.shape[-1] <= CUDA_MAX_FEATURES and capability_major(q.device) >= 8
+    if q.dtype not in CUDA_TILE_DTYPES or q.shape[-1] > CUDA_MAX_FEATURES:
+        return False
+    return cuda_kernels_take(name, q.device, q.dtype, int(q.shape[-1]), int(v.shape[-1]))
 
 
 @torch.compiler.assume_constant_result
-def capability_major(device: torch.device) -> int:
-    """The compute capability's major number of a CUDA device (a constant under ``torch.compile``)."""
-    return torch.cuda.get_device_capability(device)[0]
+def cuda_kernels_take(name: str, device: torch.device, dtype: torch.dtype, features: int, values: int) -> bool:
+    """``lintf::<name>_cuda_takes``: the op's CUDA plan for these sizes (a constant under ``torch.compile``); False
+    for a build without it."""
+    query = f"{name}_cuda_takes"
+    return hasattr(torch.ops.lintf, query) and bool(getattr(torch.ops.lintf, query)(device, dtype, features, values))
 
 
 def fake_state(q: Tensor, v: Tensor) -> Tensor:

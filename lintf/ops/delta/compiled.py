@@ -39,7 +39,10 @@ def serves(device: torch.device) -> bool:
     return compiled_op.serves(_NAME, device, ("cpu", "cuda"))
 
 
-takes = compiled_op.takes  # on CUDA: fp32, fp16, bf16 with C <= 128 on compute capability 8.0+
+def takes(q: Tensor, v: Tensor) -> bool:
+    """Whether the kernels of q's device take q, v (on CUDA: fp32, fp16, bf16, C <= 128, compute capability 8.0+,
+    within the GPU's shared memory per block; ``compiled_op.takes``)."""
+    return compiled_op.takes(_NAME, q, v)
 
 
 def delta_rule(

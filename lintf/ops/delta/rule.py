@@ -16,7 +16,8 @@ When the compiled op is built (``compiled.serves``, ``compiled.takes``) and ``LI
 ``off``, ``lintf::delta_rule`` runs it (``compiled.py``, kernels in ``csrc/delta/``): on the CPU the same
 chunked form in C++ with chunks of 32 positions and a backward that keeps one state per chunk; on CUDA
 (fp32, fp16, bf16, C <= 128, compute capability 8.0+) chunks of 64 whose WY forms, outputs and gradients
-are batched over all chunks and whose state passes run as one sequential tensor-core sweep per head.
+are batched over all chunks and whose state passes run as sequential tensor-core sweeps, one per
+(head, value tile).
 Everything else (fp64 or wide heads on CUDA, no compiler, double backward) takes the pure-PyTorch path
 (``chunked.py``, the WY form of each chunk). ``reference.py`` holds the naive recurrence the tests compare against,
 ``state.py`` the state.
@@ -84,7 +85,7 @@ def delta_rule(
     acc = accumulation_dtype(v.dtype)
     with torch.autocast(q.device.type, enabled=False):
         beta, decay = beta.to(acc), None if log_decay is None else log_decay.to(acc)
-        if compiled.serves(q.device) and compiled.takes(q):
+        if compiled.serves(q.device) and compiled.takes(q, v):
             out, state = compiled.delta_rule(q, k, v, beta, decay, factor, initial_state)
         else:
             out, state = delta_rule_chunked(q.to(acc), k.to(acc), v.to(acc), beta, decay, factor, initial_state)

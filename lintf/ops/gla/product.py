@@ -13,7 +13,7 @@ When the compiled op is built (``compiled.serves``, ``compiled.takes``) and ``LI
 ``lintf::gated_linear_attention`` runs it (``compiled.py``, kernels in ``csrc/gla/``): on the CPU chunks
 of 32 whose in-chunk decays are running products of the gates, on CUDA (fp32, fp16, bf16, C <= 128,
 compute capability 8.0+) chunks of 64 on the tensor cores with the in-chunk scores summed in log space;
-both with a backward whose memory does not grow with N. Everything else (fp64 or wide heads on CUDA, no
+the CPU backward's memory does not grow with N, the CUDA one keeps each chunk's state and its gradient. Everything else (fp64 or wide heads on CUDA, no
 compiler, double backward) takes the pure-PyTorch path (``chunked.py``). ``reference.py`` holds the naive recurrence the tests compare against; the
 state is the delta rule's (``lintf.ops.delta.state``).
 """
@@ -72,7 +72,7 @@ def gated_linear_attention(
     factor = resolve_scale(OWNER, scale, q.shape[-1])
     acc = accumulation_dtype(v.dtype)
     with torch.autocast(q.device.type, enabled=False):
-        if compiled.serves(q.device) and compiled.takes(q):
+        if compiled.serves(q.device) and compiled.takes(q, v):
             out, state = compiled.gated_linear_attention(q, k, v, log_gate.to(acc), factor, initial_state)
         else:
             out, state = gla_chunked(q.to(acc), k.to(acc), v.to(acc), log_gate.to(acc), factor, initial_state)

@@ -28,7 +28,8 @@ lintf::chunk::Dims dims_for(Plan plan, const at::Tensor& q, const at::Tensor& v)
   return *dims;
 }
 
-// Adds plan(q, v) -> (cp, mt, chunks, value_tiles) and seed(seed) (the emulated threads' order) to m.
+// Adds plan(q, v) -> (cp, mt, chunks, value_tiles), seed(seed) (the emulated threads' order) and
+// set_shared_bytes(bytes) (the shared memory per block the emulated GPU reports) to m.
 template <typename Plan>
 void bind_plan_and_seed(pybind11::module& m, Plan plan) {
   m.def(
@@ -39,6 +40,8 @@ void bind_plan_and_seed(pybind11::module& m, Plan plan) {
       },
       "cp, mt, chunks, value_tiles");
   m.def("seed", [](uint32_t seed) { scheduler.random.seed(seed); }, "order of the emulated threads");
+  m.def("set_shared_bytes", [](size_t bytes) { reported_shared_bytes = bytes; },
+        "the per-block shared memory the emulated GPU reports (planning only)");
 }
 
 }  // namespace lintf_emulation
