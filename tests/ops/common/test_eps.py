@@ -84,10 +84,7 @@ def test_finite_non_negative_eps_is_used(op_path, eps):
 
 
 def test_compiled_fullgraph_takes_every_valid_eps_and_refuses_bad_ones(op_path):
-    """The second and third values recompile with eps as a symbolic float; bad ones still fail, naming eps.
-
-    (decayed_linear_attention is not fullgraph-traceable: its log_decay <= 0 check reads the data.)
-    """
+    """The second and third values recompile with eps as a symbolic float; bad ones still fail, naming eps."""
     torch._dynamo.reset()
     q, k, v, _ = (t.float() for t in inputs(2))
     compiled = torch.compile(causal_linear_attention, fullgraph=True)

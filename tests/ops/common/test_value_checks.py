@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lintf.ops import decayed_dot_product, delta_rule, gated_linear_attention
+from lintf.ops import decayed_dot_product, decayed_linear_attention, delta_rule, gated_linear_attention
 from lintf.ops.common.arguments import values_readable
 from lintf.ops.decayed.cumsum import decayed_cumsum
 
@@ -44,3 +44,18 @@ def calls_with_a_positive_value(n: int = 4, c: int = 3) -> dict:
 def test_eager_calls_refuse_values_out_of_range(name):
     with pytest.raises(ValueError, match="must be"):
         calls_with_a_positive_value()[name]()
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_an_op_with_a_value_check_compiles_whole_and_matches_eager(causal):
+    """decayed_linear_attention checks its log-decays, a check left out while tracing: the whole call is one graph."""
+    torch._dynamo.reset()
+    gen = torch.Generator().manual_seed(0)
+    q, v = torch.rand(1, 2, 16, 8, generator=gen), torch.randn(1, 2, 16, 8, generator=gen)
+    log_decay = -torch.rand(1, 2, 16, generator=gen)
+
+    def op(q, k, v, log_decay):
+        return decayed_linear_attention(q, k, v, log_decay, causal=causal)
+
+    compiled = torch.compile(op, fullgraph=True)
+    torch.testing.assert_close(compiled(q, q, v, log_decay), op(q, q, v, log_decay))
