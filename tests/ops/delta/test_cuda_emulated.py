@@ -16,7 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from lintf.ops.delta.reference import delta_rule_reference
-from tests.ops.causal.cuda_emulation.cases import KINDS, REFUSED, plan
+from tests.ops.causal.cuda_emulation.cases import (
+    A100_SHARED, KINDS, REFUSED, SM86_SHARED, assert_plan_on_a_gpu_with, plan,
+)
 from tests.ops.causal.cuda_emulation.loader import CSRC, cuda_headers, load_emulated
 from tests.ops.scaled_error import assert_all_close
 
@@ -109,22 +111,14 @@ def test_plan_leaves_fp64_and_wide_heads_to_another_path(emulated, dtype, c):
     with pytest.raises(RuntimeError, match="do not take"):
         plan(emulated, dtype, 10, c, 8)
 
-# (shared memory per block the GPU offers, dtype, C, whether the kernels take it): an H100 offers 227 KiB, an
-# A100 163 KiB, sm_86/sm_89 GPUs (A10, L4, RTX 30 and 40) 99 KiB; what does not fit takes the PyTorch path
+
+# (shared memory per block, dtype, C, whether the kernels take it); what does not fit takes the PyTorch path
 SMALLER_GPUS = [
-    (166912, torch.float32, 128, True), (101376, torch.float32, 96, True), (101376, torch.float32, 128, False),
-    (101376, torch.bfloat16, 128, False),
+    (A100_SHARED, torch.float32, 128, True), (SM86_SHARED, torch.float32, 96, True),
+    (SM86_SHARED, torch.float32, 128, False), (SM86_SHARED, torch.bfloat16, 128, False),
 ]
 
 
 @pytest.mark.parametrize("shared, dtype, c, taken", SMALLER_GPUS)
 def test_plan_follows_the_gpus_shared_memory(emulated, shared, dtype, c, taken):
-    emulated.set_shared_bytes(shared)
-    try:
-        if taken:
-            assert plan(emulated, dtype, 10, c, 128)[0] == c
-        else:
-            with pytest.raises(RuntimeError, match="do not take"):
-                plan(emulated, dtype, 10, c, 128)
-    finally:
-        emulated.set_shared_bytes(227 * 1024)
+    assert_plan_on_a_gpu_with(emulated, shared, dtype, c, taken)
