@@ -1,11 +1,13 @@
 """lintf: linear transformers (Katharopoulos et al. 2020) on PyTorch Lightning.
 
-Importing the package registers every built-in attention and feature map.
+Importing the package registers every built-in attention and feature map, and has the registries
+import the installed plugins (entry-point group ``lintf.plugins``) at their first lookup.
 """
 
 from lintf import attention as _attention  # noqa: F401  (registers built-in attentions)
 from lintf import feature_maps as _feature_maps  # noqa: F401  (registers built-in feature maps)
 from lintf import heads as _heads  # noqa: F401  (registers built-in output heads)
+from lintf.plugins import load_entry_point_plugins
 from lintf.registry import (
     build_attention,
     build_feature_map,
@@ -16,7 +18,10 @@ from lintf.registry import (
     register_attention,
     register_feature_map,
     register_head,
+    run_before_lookups,
 )
+
+run_before_lookups(load_entry_point_plugins)
 
 __version__ = "0.1.0"
 

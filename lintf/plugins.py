@@ -7,7 +7,8 @@ Two sources:
   registry lookup (``lintf.list_feature_maps()``, ``lintf.build_attention(...)``, ...), so Python
   code sees their names as the ``lintf`` command does; ``LINTF_NO_PLUGINS=1`` skips them;
 * local modules given on the command line (``--plugins my_attention`` or ``--plugins path/to/p.py``):
-  importable module names or paths to ``.py`` files, imported before ``lintf`` parses it.
+  importable module names or paths to ``.py`` files, imported before ``lintf`` parses it
+  (``lintf.run.plugin_flags`` reads them from the command line).
 
 A plugin runs code by design, so only the command line (or an installed package) may load one: a
 config file is data. The ``plugins`` key is saved with the run's config as a record; a config naming
@@ -21,13 +22,9 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
-
-import yaml
-
-from lintf.run.config_files import config_files, option_values, read_config_file
 
 ENTRY_POINT_GROUP = "lintf.plugins"
 DISABLE_ENV = "LINTF_NO_PLUGINS"
@@ -44,7 +41,7 @@ _loaded: list[str] | None = None
 def load_entry_point_plugins() -> list[str]:
     """Import every installed ``lintf.plugins`` entry point, once per process (unless LINTF_NO_PLUGINS is set).
 
-    The registries call this at their first lookup; later calls return at once.
+    Every registry calls this before a lookup (importing ``lintf`` arranges it); later calls return at once.
 
     Returns:
         the names of the loaded entry points.
@@ -106,54 +103,3 @@ def load_plugins(local: Iterable[str] = ()) -> None:
     load_entry_point_plugins()
     for spec in local:
         import_local_plugin(spec)
-
-
-def _as_list(value: object) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        value = value.strip()
-        if value.startswith("["):
-            try:
-                value = yaml.safe_load(value)
-            except yaml.YAMLError:
-                raise PluginError(f"--plugins {value!r} is not a YAML list; give module names or .py paths, e.g. "
-                                  "--plugins '[my_attention, path/to/plugin.py]'") from None
-            return [str(v) for v in value or []]
-        return [value]
-    return [str(v) for v in value]
-
-
-def plugins_in_args(args: Sequence[str]) -> list[str]:
-    """The ``--plugins`` values of a command line (config files are not read: they never load code).
-
-    The CLI must import plugins before its parser exists (names are validated while parsing),
-    so this scans the raw arguments instead of waiting for the parser.
-    """
-    found: list[str] = []
-    for key, value in option_values(args, "--plugins", "--plugins+"):
-        found += _as_list(value)
-    return list(dict.fromkeys(found))
-
-
-def plugins_of_config_files(args: Sequence[str]) -> list[str]:
-    """The ``plugins`` named by the ``--config`` files of a command line."""
-    found = [plugin for path in config_files(args) for plugin in _as_list(read_config_file(path).get("plugins"))]
-    return list(dict.fromkeys(found))
-
-
-def check_config_plugins(args: Sequence[str]) -> None:
-    """PluginError if a ``--config`` file names plugins that the command line does not load.
-
-    Args:
-        args: the raw command line.
-    """
-    loaded = plugins_in_args(args)
-    missing = [plugin for plugin in plugins_of_config_files(args) if plugin not in loaded]
-    if missing:
-        flag = " ".join(f"--plugins {plugin}" for plugin in missing)
-        raise PluginError(
-            f"the config names plugins {', '.join(missing)}, which are not loaded: a plugin runs code, so lintf loads "
-            f"one only from the command line (or an installed package), never from a config file. If you trust it, "
-            f"add {flag}"
-        )

@@ -7,7 +7,9 @@ A class becomes available by decorating it::
 
 Importing ``lintf`` registers every built-in; plugins register theirs the same way, and the
 installed ones (entry-point group ``lintf.plugins``) are imported at the first lookup (``get``,
-``names``, ``in``, ``list_*``, ``build_*``), so their names are there for Python code too.
+``names``, ``in``, ``list_*``, ``build_*``), so their names are there for Python code too: importing
+``lintf`` hands the plugin loader to ``run_before_lookups``. The registry is the floor every
+registered class stands on, so it imports no other lintf module; the plugins sit above it.
 ``build_*`` checks keyword arguments against the class signature before calling it, so a typo
 in a config names the class and the arguments it accepts instead of a bare TypeError.
 """
@@ -17,9 +19,25 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Generic, TypeVar
 
-from lintf.plugins import load_entry_point_plugins
-
 T = TypeVar("T")
+
+_before_lookup: list[Callable[[], object]] = []
+
+
+def run_before_lookups(loader: Callable[[], object]) -> None:
+    """Have every registry call ``loader`` before each lookup (``get``, ``names``, ``in``).
+
+    Args:
+        loader: called with no arguments before every lookup, so it must be cheap after its first call
+            (``lintf`` passes ``lintf.plugins.load_entry_point_plugins``, which imports the installed plugins once).
+    """
+    if loader not in _before_lookup:
+        _before_lookup.append(loader)
+
+
+def _prepare_lookup() -> None:
+    for loader in _before_lookup:
+        loader()
 
 
 class UnknownNameError(KeyError):
@@ -74,16 +92,16 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         """Sorted registered names."""
-        load_entry_point_plugins()
+        _prepare_lookup()
         return sorted(self._classes)
 
     def __contains__(self, name: object) -> bool:
-        load_entry_point_plugins()
+        _prepare_lookup()
         return name in self._classes
 
     def get(self, name: str) -> type[T]:
         """The class registered under ``name``; raises UnknownNameError listing known names."""
-        load_entry_point_plugins()
+        _prepare_lookup()
         try:
             return self._classes[name]
         except (KeyError, TypeError):

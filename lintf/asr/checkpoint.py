@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from lintf.asr.model.task import ASRTask
+from lintf.layout.checkpoint_version import FORMAT, format_of
 from lintf.run.checkpoint_files import CheckpointFileError, load_checkpoint_file
-from lintf.run.checkpoint_format import FORMAT, UPGRADE_COMMAND, format_of, task_name
+from lintf.run.checkpoint_format import UPGRADE_COMMAND, task_name
 from lintf.run.commands import CommandError
 
 FEATURE_SETTINGS = ("hop_ms", "n_mels", "keep_accents")  # SpeechData arguments the model's input depends on

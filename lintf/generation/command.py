@@ -19,10 +19,10 @@ import torch
 
 from lintf.generation.checkpoint import build_task, find_generating_checkpoint
 from lintf.generation.prompts import ByteFormat, PromptFormat, SymbolFormat, prompt_format
-from lintf.generation.sampling import Sampling, StepFunction, complete
 from lintf.generation.stepping import CompiledStep
+from lintf.layout.directories import reserve_run_directory, run_directory_of, unused_path
 from lintf.run.commands import CommandError
-from lintf.run.directories import reserve_run_directory, run_directory_of, unused_path
+from lintf.sampling import Sampling, StepFunction, complete
 from lintf.tasks.autoregressive import AutoregressiveTask
 from lintf.tasks.image_generation import image_grid, save_png
 

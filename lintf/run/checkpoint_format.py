@@ -7,7 +7,9 @@ hyperparameters carry over; the optimizer state does not (its parameter order ch
 upgraded file serves ``test``, ``predict`` and fine-tuning from its weights, not resuming.
 
 What else an upgrade renames (tasks that moved, their renamed arguments and weights, options that
-are decoding options now) the tasks' extensions register with ``register_format_upgrade``.
+are decoding options now) the tasks' extensions register with ``register_format_upgrade``. The
+version itself (``FORMAT``, ``format_of``) lives in ``lintf.layout.checkpoint_version``, beneath the
+tasks that record it.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from typing import Any
 
 import torch
 
+from lintf.layout.checkpoint_version import FORMAT, format_of
 from lintf.run.checkpoint_files import load_checkpoint_file
 from lintf.run.commands import CommandError
 from lintf.run.extensions import load_extensions
 
-FORMAT = 2
 UPGRADE_COMMAND = "lintf checkpoint upgrade"
 ENCODER_FIELDS = ("d_model", "n_layers", "n_heads", "attention", "attention_kwargs", "feature_map",
                   "feature_map_kwargs", "d_ff", "activation", "dropout", "norm")
@@ -69,11 +71,6 @@ def upgrade_rules() -> FormatUpgrade:
         renamed_weights={old: new for rule in rules for old, new in rule.renamed_weights.items()},
         decoding_fields=tuple(dict.fromkeys(name for rule in rules for name in rule.decoding_fields)),
     )
-
-
-def format_of(checkpoint: dict[str, Any]) -> int:
-    """The layout version of a lintf checkpoint (1 before versions were recorded)."""
-    return int(checkpoint.get("lintf_format", 1))
 
 
 def task_name(checkpoint: dict[str, Any]) -> str | None:

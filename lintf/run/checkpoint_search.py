@@ -14,8 +14,9 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from lintf.layout.checkpoint_version import FORMAT, format_of
 from lintf.run.checkpoint_files import CheckpointFileError, CheckpointIntegrityError, load_checkpoint_file
-from lintf.run.checkpoint_format import FORMAT, UPGRADE_COMMAND, format_of, task_name
+from lintf.run.checkpoint_format import UPGRADE_COMMAND, task_name
 
 
 class CheckpointError(ValueError):

@@ -23,9 +23,10 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 import lintf
+from lintf.layout.directories import discard_unused_run_directory, reserve_run_directory
 from lintf.names import import_class
 from lintf.ops import check_environment
-from lintf.plugins import PluginError, check_config_plugins, load_plugins, plugins_in_args
+from lintf.plugins import PluginError, load_plugins
 from lintf.run.callbacks import LogSamples, PredictionWriter, RunCheckpoint, SaveRunConfig
 from lintf.run.callbacks.finite_training import NonFiniteError, StopOnNonFinite
 from lintf.run.callbacks.parameter_summary import with_parameter_summary
@@ -35,12 +36,12 @@ from lintf.run.checkpoint_search import (LINKED_FROM_DATA, CheckpointError, find
 from lintf.run.commands import TRAINER_SUBCOMMANDS, Command, all_commands, find_command, run_command
 from lintf.run.config_checks import ClassPathError, check_checkpoint_hyperparameters, check_class_paths
 from lintf.run.config_files import ConfigFileError, integer_batch_limits
-from lintf.run.directories import discard_unused_run_directory, reserve_run_directory
 from lintf.run.errors import RUN_ERRORS, USER_ERRORS, WRITE_ERRNOS, ConfigError, RunFailed
 from lintf.run.extensions import ExtensionError
 from lintf.run.logger_placement import continue_in, default_logger, place_under_root, run_to_continue
 from lintf.run.loggers import quiet_lightning_notices
 from lintf.run.parsers import LintfArgumentParser, summarize
+from lintf.run.plugin_flags import check_config_plugins, plugins_in_args
 from lintf.run.preflight import CheckScheduleLength, check_before_fit, check_checkpoint_fits, listed
 from lintf.run.run_reports import say_checkpoints, say_run_directory, stopped_report
 from lintf.run.threads import use_default_threads

@@ -26,8 +26,8 @@ from lightning.pytorch.loggers import Logger, TensorBoardLogger
 from lightning.pytorch.loggers import WandbLogger as LightningWandbLogger
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 
+from lintf.layout.directories import RUNS_DIRECTORY, run_directory_of, split_run_directory
 from lintf.names import import_class
-from lintf.run.directories import RUNS_DIRECTORY, run_directory_of, split_run_directory
 from lintf.run.loggers import CSVLogger, ReservedVersionTensorBoardLogger, WandbLogger
 
 

@@ -24,7 +24,7 @@ from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 
-from lintf.run.directories import RUNS_DIRECTORY, reserve_version
+from lintf.layout.directories import RUNS_DIRECTORY, reserve_version
 
 
 class ReservesVersion:

@@ -7,7 +7,7 @@ import os
 from lightning.pytorch import Trainer
 from lightning.pytorch.utilities import rank_zero_only
 
-from lintf.run.directories import run_directory
+from lintf.layout.directories import run_directory
 from lintf.run.threads import say_thread_notice
 
 

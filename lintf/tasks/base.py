@@ -14,7 +14,7 @@ import torch
 from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 
-from lintf.run.checkpoint_format import FORMAT
+from lintf.layout.checkpoint_version import FORMAT
 from lintf.models.encoder_config import EncoderConfig
 from lintf.models.transformer import TransformerEncoder
 from lintf.tasks.decoding import Decoding

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from lintf.data.copy import FIRST_SYMBOL
-from lintf.generation.sampling import Sampling, complete
+from lintf.sampling import Sampling, complete
 from lintf.tasks.autoregressive import AutoregressiveTask
 from lintf.tasks.masked_next_token import MaskedNextTokenSteps
 

@@ -12,12 +12,12 @@ from torch import Tensor
 
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 
-from lintf.run.directories import run_directory
-from lintf.generation.sampling import Sampling, complete
+from lintf.layout.directories import run_directory
 from lintf.metrics import BitsPerDim
 from lintf.models.encoder_config import EncoderConfig
 from lintf.models.positions import PositionKind
 from lintf.names import HeadName
+from lintf.sampling import Sampling, complete
 from lintf.tasks.autoregressive import AutoregressiveTask
 
 

@@ -7,9 +7,10 @@ import os
 import pytest
 import torch
 
-from lintf.run.checkpoint_format import FORMAT, upgrade
-from lintf.run.checkpoint_search import CheckpointError, resolve_checkpoint
+from lintf.layout.checkpoint_version import FORMAT
 from lintf.models import EncoderConfig
+from lintf.run.checkpoint_format import upgrade
+from lintf.run.checkpoint_search import CheckpointError, resolve_checkpoint
 from lintf.run.cli import main
 from lintf.tasks import CopyTask, ImageGenerationTask
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from lintf.layout.directories import run_directory_of
 import lintf.run.logger_placement as logger_placement
 from lintf.run.cli import main
-from lintf.run.directories import run_directory_of
 from tests.cli.helpers import REPO, tiny
 
 VALIDATE_EVERY_2 = ["--trainer.val_check_interval", "2", "--trainer.limit_val_batches", "1"]

@@ -13,6 +13,7 @@ import yaml
 
 import lintf
 import lintf.plugins as plugins
+import lintf.run.plugin_flags as plugin_flags
 from lintf.run.cli import main
 from lintf.registry import ATTENTIONS, FEATURE_MAPS
 from tests.cli.helpers import REPO, run, tiny
@@ -187,12 +188,12 @@ def test_plugins_come_from_flags_and_configs_only_name_them(tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump({"plugins": ["from_config", "a"]}))
     args = ["fit", "--config", str(config), "--plugins", "a", "--plugins=[b, c]"]
-    assert plugins.plugins_in_args(args) == ["a", "b", "c"]
+    assert plugin_flags.plugins_in_args(args) == ["a", "b", "c"]
     with pytest.raises(plugins.PluginError) as error:
-        plugins.check_config_plugins(args)
+        plugin_flags.check_config_plugins(args)
     assert "names plugins from_config, which are not loaded" in str(error.value)
     assert "add --plugins from_config" in str(error.value)
-    plugins.check_config_plugins([*args, "--plugins", "from_config"])
+    plugin_flags.check_config_plugins([*args, "--plugins", "from_config"])
 
 
 def test_config_file_plugin_runs_no_code(tmp_path, capsys, clean_registry):

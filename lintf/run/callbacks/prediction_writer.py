@@ -9,7 +9,7 @@ from typing import Any, Literal
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BasePredictionWriter
 
-from lintf.run.directories import run_directory, unused_path
+from lintf.layout.directories import run_directory, unused_path
 
 
 class PredictionWriter(BasePredictionWriter):

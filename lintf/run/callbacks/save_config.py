@@ -10,7 +10,7 @@ from typing import Any
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import SaveConfigCallback
 
-from lintf.run.directories import run_directory, unused_path
+from lintf.layout.directories import run_directory, unused_path
 
 
 class SaveRunConfig(SaveConfigCallback):
