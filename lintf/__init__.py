@@ -1,11 +1,13 @@
 """lintf: linear transformers (Katharopoulos et al. 2020) on PyTorch Lightning.
 
-Importing the package registers every built-in attention and feature map.
+Importing the package registers every built-in attention and feature map, and lintf's model, config
+and tokenizer with ``transformers``' Auto classes once ``transformers`` is imported (``lintf.hf``).
 """
 
 from lintf import attention as _attention  # noqa: F401  (registers built-in attentions)
 from lintf import feature_maps as _feature_maps  # noqa: F401  (registers built-in feature maps)
 from lintf import heads as _heads  # noqa: F401  (registers built-in output heads)
+from lintf.hf.registration import register_when_imported
 from lintf.registry import (
     build_attention,
     build_feature_map,
@@ -19,6 +21,8 @@ from lintf.registry import (
 )
 
 __version__ = "0.1.0"
+
+register_when_imported()
 
 __all__ = [
     "build_attention",
