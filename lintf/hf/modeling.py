@@ -74,6 +74,17 @@ class LintfPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
 
+    @classmethod
+    def get_init_context(cls, *args: Any, **kwargs: Any) -> list[Any]:
+        """``PreTrainedModel``'s, but building on the CPU rather than the meta device: some attentions
+        compute fixed tensors when built (random features, sparsity patterns), which stay unsaved buffers."""
+        contexts = super().get_init_context(*args, **kwargs)
+        return [context for context in contexts if not (isinstance(context, torch.device) and context.type == "meta")]
+
+    def _move_missing_keys_from_meta_to_device(self, *args: Any, **kwargs: Any) -> None:
+        """Nothing to move: the model is built on the CPU (``get_init_context``), with the unsaved buffers its
+        modules computed, which ``PreTrainedModel`` would replace with empty tensors for a meta-built model."""
+
     def _init_weights(self, module: nn.Module) -> None:
         """Keep each module's own initialisation (lintf's); a loaded model's weights come from its file."""
 
