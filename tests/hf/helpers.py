@@ -15,7 +15,7 @@ TEXT = "in the beginning was the word, and the word was with god.\n"
 
 
 def tiny_encoder(attention: str = "linear", **options) -> EncoderConfig:
-    return EncoderConfig(d_model=16, n_layers=2, n_heads=2, attention=attention, dropout=0.0, **options)
+    return EncoderConfig(**{"d_model": 16, "n_layers": 2, "n_heads": 2, "dropout": 0.0, **options}, attention=attention)
 
 
 def token_task(attention: str, vocab_size: int = 13, max_length: int = 24) -> AutoregressiveTask:
