@@ -9,8 +9,6 @@ downloaded and no code is read from a model directory: ``model_type: lintf`` nam
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.metadata
 import sys
 import warnings
 from collections.abc import Callable
@@ -23,6 +21,8 @@ MINIMUM_TRANSFORMERS = (5, 24)
 
 def transformers_version_ok() -> bool:
     """Whether the installed ``transformers`` is one lintf's classes follow; warns once if it is older."""
+    import importlib.metadata  # here, not with lintf: only a program importing transformers pays for it
+
     version = importlib.metadata.version("transformers")
     numbers = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
     if numbers >= MINIMUM_TRANSFORMERS:
@@ -80,8 +80,9 @@ def _register(module_name: str) -> None:
         warnings.warn(f"lintf could not register with transformers ({type(error).__name__}: {error})", stacklevel=2)
 
 
-class AfterImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: it has the other finders find a watched module and registers after it runs."""
+class AfterImport:
+    """A meta path finder that finds nothing itself: it has the other finders find a watched module and
+    registers after the module has run (a plain class: ``importlib.abc`` would cost ``import lintf`` time)."""
 
     def find_spec(self, name: str, path: Any, target: ModuleType | None = None) -> Any:
         if name not in _pending:
