@@ -145,3 +145,14 @@ def test_unknown_attention_names_are_refused_not_imported(tmp_path):
     (directory / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match="class_path"):
         AutoModelForCausalLM.from_pretrained(directory)
+
+
+def test_an_image_model_with_a_categorical_head_exports_with_its_raster_positions(tmp_path):
+    torch.manual_seed(0)
+    image = ImageGenerationTask(256, 47, EncoderConfig(d_model=8, n_layers=1, n_heads=2, dropout=0.0),
+                                positions="raster", row_bytes=12, head="categorical").eval()
+    model = AutoModelForCausalLM.from_pretrained(export(image, None, tmp_path))
+    assert model.config.positions == "raster" and model.config.row_bytes == 12
+    pixels = torch.randint(0, 256, (2, 30))
+    with torch.no_grad():
+        torch.testing.assert_close(model(pixels).logits, image(pixels), rtol=0, atol=1e-5)
