@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     import sys
 
     args = parse(argv)
-    args.command = "python -m benchmarks.hf_generate " + " ".join(sys.argv[1:] if argv is None else argv)
+    args.command = " ".join(["python -m benchmarks.hf_generate", *(sys.argv[1:] if argv is None else argv)])
     torch.set_num_threads(args.threads)
     from lintf.ops.extension.environment import extension_disabled
     from lintf.ops.extension.load import load_library
