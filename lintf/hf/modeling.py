@@ -54,16 +54,19 @@ def check_plain_settings(config: LintfConfig) -> EncoderConfig:
     return EncoderConfig.coerce(config.encoder or {})
 
 
-def require_causal(attention: str) -> None:
-    """ValueError naming the causal attentions unless ``attention`` has a causal form.
+def require_causal(attention: Any) -> None:
+    """ValueError naming the causal attentions unless every attention named in ``attention`` (a registry name,
+    or a list of them for a stack of several) has a causal form.
 
     The check of ``lintf.tasks.autoregressive``, made here without importing the tasks (and Lightning):
     this module may be imported while Lightning's own import is under way.
     """
-    if not ATTENTIONS.get(attention).supports_causal:
-        causal = [name for name in ATTENTIONS.names() if ATTENTIONS.get(name).supports_causal]
-        raise ValueError(f"LintfForCausalLM predicts each token from the ones before it, so its attention must be "
-                         f"causal; {attention!r} is not. Causal attentions: {', '.join(causal)}")
+    names = [attention] if isinstance(attention, str) else [name for name in attention if isinstance(name, str)]
+    for name in names:
+        if not ATTENTIONS.get(name).supports_causal:
+            causal = [known for known in ATTENTIONS.names() if ATTENTIONS.get(known).supports_causal]
+            raise ValueError(f"LintfForCausalLM predicts each token from the ones before it, so its attention must be "
+                             f"causal; {name!r} is not. Causal attentions: {', '.join(causal)}")
 
 
 class LintfPreTrainedModel(PreTrainedModel):

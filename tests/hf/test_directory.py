@@ -53,6 +53,7 @@ def test_directories_of_other_models_and_missing_ones_are_refused(tmp_path):
         AutoregressiveTask(13, 24, tiny_encoder(), positions="learned", init_from=str(directory))
 
 
+@pytest.mark.slow
 def test_fit_trains_on_from_an_exported_directory(tmp_path, monkeypatch):
     from tests.cli.helpers import REPO, quiet_trainer, run
 

@@ -80,3 +80,12 @@ def test_token_embeddings_are_refused(tmp_path):
     model = AutoModelForCausalLM.from_pretrained(export(token_task("linear"), None, tmp_path))
     with pytest.raises(ValueError, match="reads token ids"):
         model(inputs_embeds=torch.zeros(1, 3, 16))
+
+
+def test_a_non_causal_attention_is_refused_naming_the_causal_ones():
+    from lintf.hf.configuration import LintfConfig
+    from lintf.hf.modeling import LintfForCausalLM
+
+    config = LintfConfig(vocab_size=5, encoder={"d_model": 8, "n_layers": 1, "n_heads": 2, "attention": "linformer"})
+    with pytest.raises(ValueError, match="'linformer' is not. Causal attentions: .*linear"):
+        LintfForCausalLM(config)

@@ -28,11 +28,13 @@ def run_python(code: str) -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first, second", [("import lintf", "import transformers"),
                                            ("import transformers.models.auto", "import lintf")])
 def test_auto_classes_know_lintf_whichever_is_imported_first(first, second):
     assert run_python(CHECK.format(first=first, second=second)) == "LintfConfig LintfForCausalLM LintfTokenizer"
 
 
+@pytest.mark.slow
 def test_import_lintf_does_not_import_transformers():
     assert run_python("import sys, lintf; print('transformers' in sys.modules)") == "False"
