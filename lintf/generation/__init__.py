@@ -6,6 +6,7 @@
     prompts.py    each task's prompt and output as text: a tokenizer's, copy symbols, image bytes
     checkpoint.py the checkpoint of ``--ckpt_path``: found, vetted and rebuilt as a task
     command.py    ``lintf generate``
+    export.py     ``lintf export``: the checkpoint as a Hugging Face directory (``lintf.hf``)
 """
 
 from lintf.generation.sampling import Sampling, complete

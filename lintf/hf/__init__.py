@@ -7,7 +7,10 @@
     modeling.py      ``LintfForCausalLM``: the task's modules behind ``PreTrainedModel`` and ``generate``
     tokenization.py  ``LintfTokenizer`` (char and bytes tokenizers) and writing any lintf tokenizer
     registration.py  registering the classes with the Auto classes once ``transformers`` is imported
-    export.py        ``lintf export``: a checkpoint as a directory
+    export.py        writing a task's model and tokenizer as a directory (``lintf export``:
+                     ``lintf.generation.export``)
 
-Only registration.py is imported with ``lintf``; it imports nothing of ``transformers`` itself.
+Only registration.py is imported with ``lintf``; it imports nothing of ``transformers`` itself. The
+package sits beneath the tasks (``--model.init_from`` reads a directory) and imports none of
+``lintf.tasks``, ``lintf.generation`` or ``lintf.run``.
 """

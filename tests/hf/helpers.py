@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from lintf.data.tokenizers import CharTokenizer
-from lintf.generation.sampling import Sampling, complete
+from lintf.generation import Sampling, complete
 from lintf.models import EncoderConfig
 from lintf.tasks import AutoregressiveTask, StreamLanguageModelTask
 
