@@ -4,6 +4,7 @@
     prompts.py    each task's prompt and output as text: a tokenizer's, copy symbols, image bytes
     checkpoint.py the checkpoint of ``--ckpt_path``: found, vetted and rebuilt as a task
     command.py    ``lintf generate``
+    export.py     ``lintf export``: the checkpoint as a Hugging Face directory (``lintf.hf``)
 
 ``Sampling`` (greedy, temperature, top-k, top-p) and ``complete``, the one loop that reads the given
 tokens in parallel and generates the rest with the recurrent ``step``, live in ``lintf.sampling``,

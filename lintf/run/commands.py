@@ -75,6 +75,8 @@ CORE_COMMANDS = (
     Command("build", "Build the compiled causal-product op ahead of time.", "lintf.ops.extension.build:build"),
     Command("checkpoint", "Checkpoint files: upgrade (an older lintf's).", "lintf.run.checkpoint_format:COMMANDS"),
     Command("generate", "Generate text, copies or images from a checkpoint.", "lintf.generation.command:generate"),
+    Command("export", "Write a checkpoint as a Hugging Face model directory.", "lintf.generation.export:export",
+            requires=("transformers", "safetensors"), missing='pip install "lintf[hf]"'),
 )
 _registered: dict[str, Command] = {}
 

@@ -14,6 +14,9 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor, nn
 
 from lintf.attention.base import State
+from lintf.data.tokenizers import Tokenizer
+from lintf.hf.directory import start_from_directory
+from lintf.hf.settings import task_settings
 from lintf.models.encoder_config import EncoderConfig
 from lintf.models.positions import PositionKind, build_positions
 from lintf.names import HeadName
@@ -45,6 +48,8 @@ class AutoregressiveTask(TransformerTask):
         head: output-head registry name (``lintf.list_heads()``): the distribution over the
             vocabulary that ``forward`` parameterises ("categorical" = logits).
         head_kwargs: extra arguments of the head, e.g. ``{n_components: 10}``.
+        init_from: a Hugging Face directory of a lintf model (``lintf export``) to start from: its weights,
+            and its tokenizer for the data. Its model must be the configured one; what differs is listed.
     """
 
     def __init__(
@@ -58,6 +63,7 @@ class AutoregressiveTask(TransformerTask):
         lr_scheduler: LRSchedulerCallable | None = None,
         head: HeadName = HeadName("categorical"),
         head_kwargs: dict[str, Any] | None = None,
+        init_from: str | None = None,
     ) -> None:
         if vocab_size < 1 or max_length < 1:
             raise ValueError(f"vocab_size and max_length must be >= 1, got {vocab_size} and {max_length}")
@@ -70,6 +76,17 @@ class AutoregressiveTask(TransformerTask):
         self.head = build_head(str(head), self.d_model, n_values=vocab_size, **(head_kwargs or {}))
         self.max_length = max_length
         self.build_metrics()
+        self.init_tokenizer: Tokenizer | None = None
+        """The tokenizer of ``init_from``'s directory, which the data module is given (``setup``)."""
+        if init_from is not None:
+            self.init_tokenizer = start_from_directory(self, task_settings(self), init_from)
+        self.hparams.pop("init_from", None)  # the weights are the checkpoint's from here on, not the directory's
+
+    def setup(self, stage: str) -> None:
+        """Read the data with ``init_from``'s tokenizer, so its ids are those the weights were trained on."""
+        datamodule = self.attached_datamodule
+        if self.init_tokenizer is not None and hasattr(datamodule, "use_tokenizer"):
+            datamodule.use_tokenizer(self.init_tokenizer)
 
     def forward(
         self, tokens: Tensor, key_padding_mask: Tensor | None = None, state: Sequence[State] | None = None,

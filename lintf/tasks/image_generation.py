@@ -103,6 +103,8 @@ class ImageGenerationTask(AutoregressiveTask):
         lr_scheduler: learning-rate scheduler stepped every optimizer update; None keeps the rate fixed.
         head: output-head registry name: "logistic_mixture" (PixelCNN++) or "categorical" (256-way softmax).
         head_kwargs: extra arguments of the head, e.g. ``{n_components: 10}``.
+        init_from: a Hugging Face directory of a lintf model (``lintf export``) to start from; its model must
+            be the configured one, what differs is listed.
     """
 
     prediction_metrics = ("bits_per_dim",)
@@ -118,8 +120,10 @@ class ImageGenerationTask(AutoregressiveTask):
         lr_scheduler: LRSchedulerCallable | None = None,
         head: HeadName = HeadName("logistic_mixture"),
         head_kwargs: dict[str, Any] | None = None,
+        init_from: str | None = None,
     ) -> None:
-        super().__init__(vocab_size, max_length, encoder, positions, row_bytes, optimizer, lr_scheduler, head, head_kwargs)
+        super().__init__(vocab_size, max_length, encoder, positions, row_bytes, optimizer, lr_scheduler, head, head_kwargs,
+                         init_from)
         self.image_shape: tuple[int, int, int] | None = None
 
     def build_metrics(self) -> None:

@@ -54,6 +54,8 @@ class StreamLanguageModelTask(AutoregressiveTask):
             segment left (truncated BPTT); "reset" starts every segment from an empty state.
         optimizer: optimizer class and arguments.
         lr_scheduler: learning-rate scheduler stepped every optimizer update; None keeps the rate fixed.
+        init_from: a Hugging Face directory of a lintf model (``lintf export``) to start from: its weights,
+            and its tokenizer for the text. Its model must be the configured one; what differs is listed.
     """
 
     prediction_metrics = ("bits_per_char",)
@@ -67,10 +69,12 @@ class StreamLanguageModelTask(AutoregressiveTask):
         between_segments: Literal["carry", "reset"] = "carry",
         optimizer: OptimizerCallable = torch.optim.AdamW,
         lr_scheduler: LRSchedulerCallable | None = None,
+        init_from: str | None = None,
     ) -> None:
         if between_segments not in ("carry", "reset"):
             raise ValueError(f"between_segments must be 'carry' or 'reset', got {between_segments!r}")
-        super().__init__(vocab_size, max_length, encoder, positions, None, optimizer, lr_scheduler)
+        super().__init__(vocab_size, max_length, encoder, positions, None, optimizer, lr_scheduler,
+                         init_from=init_from)
         caching = sorted({type(m).__name__ for m in self.modules() if isinstance(m, Attention) and m.cache_entries})
         if between_segments == "carry" and caching:
             raise ValueError(
