@@ -120,18 +120,22 @@ def remove_stale_temporaries(roots: list[str]) -> list[tuple[Path, int]]:
     return removed
 
 
-def describe_write_error(path: Path, error: OSError) -> str:
-    """One paragraph for a checkpoint that could not be written: why, how much was needed, what to do."""
+def why_not_written(path: Path, error: OSError) -> str:
+    """Why ``path`` could not be written, in words: no space (and how much is free), not writable, or the error."""
     directory = path.parent
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         free = shutil.disk_usage(directory).free if directory.exists() else 0
-        why = f"no space left on the device of {directory} ({free / 2**20:.0f} MB free)"
-    elif error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        why = f"{directory} is not writable ({os.strerror(error.errno)})"
-    else:
-        why = f"{type(error).__name__}: {error.strerror or error}"
-    return (f"could not write checkpoint {path}: {why}. The checkpoints written before are intact and no partial file "
-            "was left. Free space or choose a writable --trainer.default_root_dir, then continue with --ckpt_path last.")
+        return f"no space left on the device of {directory} ({free / 2**20:.0f} MB free)"
+    if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return f"{directory} is not writable ({os.strerror(error.errno)})"
+    return f"{type(error).__name__}: {error.strerror or error}"
+
+
+def describe_write_error(path: Path, error: OSError) -> str:
+    """One paragraph for a checkpoint that could not be written: why, how much was needed, what to do."""
+    return (f"could not write checkpoint {path}: {why_not_written(path, error)}. The checkpoints written before are "
+            "intact and no partial file was left. Free space or choose a writable --trainer.default_root_dir, then "
+            "continue with --ckpt_path last.")
 
 
 def verify_checkpoint(path: str | Path) -> None:
@@ -184,6 +188,32 @@ def load_checkpoint_file(path: str | Path, map_location: Any = "cpu", mmap: bool
     return checkpoint
 
 
+def save_checkpoint_file(checkpoint: dict[str, Any], path: Path) -> None:
+    """Write ``checkpoint`` to ``path`` whole (a temporary renamed into place), then its sha256 sidecar.
+
+    Raises:
+        OSError: the file could not be written (no space, a read-only directory); no temporary is left.
+    """
+    temporary = temporary_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(temporary, "wb") as file:  # straight to the target directory: no copy in memory or in /tmp
+            torch.save(checkpoint, file)
+            file.flush()
+            os.fsync(file.fileno())
+        digest = file_sha256(temporary)
+        sidecar_of(path).unlink(missing_ok=True)  # never a stale digest beside a new file
+        os.replace(temporary, path)
+        write_atomically(sidecar_of(path), f"{digest}  {path.name}\n")
+    except RuntimeError as error:  # torch's zip writer reports a failed write as its own error, after the OSError
+        cause = error.__context__
+        if isinstance(cause, OSError):
+            raise cause from None
+        raise
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
 class VerifiedCheckpointIO(TorchCheckpointIO):
     """Lightning's ``TorchCheckpointIO``, writing atomically with a sha256 sidecar and verifying it on load.
 
@@ -192,24 +222,12 @@ class VerifiedCheckpointIO(TorchCheckpointIO):
     """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
-        path = Path(path)
-        temporary = temporary_path(path)
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} writes local files and takes no storage_options")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(temporary, "wb") as file:  # straight to the run directory: no copy in memory or in /tmp
-                torch.save(checkpoint, file)
-                file.flush()
-                os.fsync(file.fileno())
-            digest = file_sha256(temporary)
-            sidecar_of(path).unlink(missing_ok=True)  # never a stale digest beside a new file
-            os.replace(temporary, path)
-            write_atomically(sidecar_of(path), f"{digest}  {path.name}\n")
+            save_checkpoint_file(checkpoint, Path(path))
         except OSError as error:
-            raise CheckpointWriteError(describe_write_error(path, error)) from None
-        finally:
-            temporary.unlink(missing_ok=True)
+            raise CheckpointWriteError(describe_write_error(Path(path), error)) from None
 
     def load_checkpoint(self, path: str | Path, map_location: Any = None, weights_only: bool | None = None) -> dict:
         """``load_checkpoint_file``: whatever Lightning asks, nothing in a checkpoint runs code."""
