@@ -20,12 +20,15 @@ import pickle
 import re
 import shutil
 import socket
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from lintf.run.checkpoint_damage import damage_of
 
 SIDECAR_SUFFIX = ".sha256"
 CHUNK_BYTES = 1 << 22
@@ -138,10 +141,18 @@ def describe_write_error(path: Path, error: OSError) -> str:
             "continue with --ckpt_path last.")
 
 
+_UNVERIFIED: set[str] = set()
+"""Checkpoints read without a digest, each named once per process."""
+
+
 def verify_checkpoint(path: str | Path) -> None:
     """CheckpointIntegrityError naming ``path`` if its sidecar digest exists and does not match."""
     sidecar = sidecar_of(path)
     if not sidecar.is_file():
+        if os.path.abspath(path) not in _UNVERIFIED:
+            _UNVERIFIED.add(os.path.abspath(path))
+            print(f"lintf: note: checkpoint {path} has no {sidecar.name} beside it, so it was not verified against "
+                  "a digest (copy the .sha256 file with a checkpoint to have it checked)", file=sys.stderr, flush=True)
         return
     recorded = sidecar.read_text().split()[0] if sidecar.read_text().strip() else ""
     actual = file_sha256(path)
@@ -169,23 +180,32 @@ def load_checkpoint_file(path: str | Path, map_location: Any = "cpu", mmap: bool
     verify_checkpoint(path)
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
-    except pickle.UnpicklingError as error:  # an object outside tensors and plain data: refused, never built
+    except Exception as error:
+        damage = damage_of(path)  # torch's words for random bytes or a cut copy do not say so
+        if damage is not None:
+            what = "file" if "not a checkpoint" in damage else "checkpoint"
+            raise CheckpointFileError(f"{what} {path} {damage}.") from None
+        raise_unreadable(path, error)
+    if not isinstance(checkpoint, dict):
+        raise CheckpointFileError(f"{path} holds a {type(checkpoint).__name__}, not a checkpoint (a dict with "
+                                  "state_dict and hyper_parameters)")
+    return checkpoint
+
+
+def raise_unreadable(path: str | Path, error: Exception) -> NoReturn:
+    """CheckpointFileError for a checkpoint-like file that torch.load(weights_only=True) refused."""
+    if isinstance(error, pickle.UnpicklingError):  # an object outside tensors and plain data: refused, never built
         found = re.search(r"GLOBAL (\S+)", str(error))
         named = f" (it names {found.group(1)})" if found else ""
         raise CheckpointFileError(
             f"checkpoint {path} holds objects whose loading would run code{named}; lintf reads checkpoints with "
             "torch.load(weights_only=True): tensors and plain data only. Pass a checkpoint written by lintf."
         ) from None
-    except Exception as error:  # torch raises RuntimeError, EOFError, ... for a damaged file
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise CheckpointFileError(
-            f"cannot read checkpoint {path}: {type(error).__name__}: {reason}. lintf reads checkpoints with "
-            "torch.load(weights_only=True): tensors and plain data only, never objects whose loading runs code."
-        ) from None
-    if not isinstance(checkpoint, dict):
-        raise CheckpointFileError(f"{path} holds a {type(checkpoint).__name__}, not a checkpoint (a dict with "
-                                  "state_dict and hyper_parameters)")
-    return checkpoint
+    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    raise CheckpointFileError(  # torch raises RuntimeError, EOFError, ... for a damaged file
+        f"cannot read checkpoint {path}: {type(error).__name__}: {reason}. lintf reads checkpoints with "
+        "torch.load(weights_only=True): tensors and plain data only, never objects whose loading runs code."
+    ) from None
 
 
 def save_checkpoint_file(checkpoint: dict[str, Any], path: Path) -> None:
