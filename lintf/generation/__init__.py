@@ -1,7 +1,8 @@
 """Generating with autoregressive tasks: token choice, the prefill-then-step loop, and ``lintf generate``.
 
     sampling.py   ``Sampling`` (greedy, temperature, top-k, top-p) and ``complete``, the one loop that
-                  reads the given tokens in parallel and generates the rest with the recurrent ``step``
+                  reads the given tokens in parallel and fills a batch with the recurrent ``step``
+    streaming.py  one sequence token by token in constant memory, each token handed on as it is chosen
     stepping.py   the step as one compiled graph (``torch.compile``), eager where compiling fails
     prompts.py    each task's prompt and output as text: a tokenizer's, copy symbols, image bytes
     checkpoint.py the checkpoint of ``--ckpt_path``: found, vetted and rebuilt as a task

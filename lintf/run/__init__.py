@@ -13,6 +13,7 @@ The model core (``registry``, ``feature_maps``, ``attention``, ``ops``, ``models
     config_checks.py       which class paths a config or checkpoint may have lintf build
     preflight.py           checks before a subcommand starts (schedule length, resumed settings, weights)
     checkpoint_files.py    the one checkpoint loader; atomic writes, sha256 sidecars, stale temporaries
+    checkpoint_damage.py   what a file torch cannot load is: not a checkpoint, or one cut short (and by how much)
     checkpoint_search.py   ``--ckpt_path FILE|last|best``: the checkpoint of this experiment, vetted
     checkpoint_format.py   the checkpoint layout version and ``lintf checkpoint upgrade``
     directories.py         run directories: where a run's files go, reserved atomically, given back unused

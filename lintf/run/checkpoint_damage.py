@@ -45,7 +45,8 @@ def damage_of(path: str | Path) -> str | None:
         return None
     needed = bytes_needed(path)
     extent = f"{size:,} of at least {needed:,} bytes" if needed and needed > size else f"{size:,} bytes"
-    return f"is truncated: {extent}; the zip directory that closes every checkpoint is missing (a copy or save cut short)"
+    return (f"is truncated: {extent}; the zip directory that closes every checkpoint is missing (a copy or save cut "
+            "short)")
 
 
 def bytes_needed(path: str | Path) -> int | None:

@@ -20,8 +20,8 @@ import pickle
 import re
 import shutil
 import socket
-import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -141,6 +141,10 @@ def describe_write_error(path: Path, error: OSError) -> str:
             "continue with --ckpt_path last.")
 
 
+class UnverifiedCheckpoint(UserWarning):
+    """A checkpoint read without a digest to check it against (copied without its ``.sha256``, or older)."""
+
+
 _UNVERIFIED: set[str] = set()
 """Checkpoints read without a digest, each named once per process."""
 
@@ -149,10 +153,6 @@ def verify_checkpoint(path: str | Path) -> None:
     """CheckpointIntegrityError naming ``path`` if its sidecar digest exists and does not match."""
     sidecar = sidecar_of(path)
     if not sidecar.is_file():
-        if os.path.abspath(path) not in _UNVERIFIED:
-            _UNVERIFIED.add(os.path.abspath(path))
-            print(f"lintf: note: checkpoint {path} has no {sidecar.name} beside it, so it was not verified against "
-                  "a digest (copy the .sha256 file with a checkpoint to have it checked)", file=sys.stderr, flush=True)
         return
     recorded = sidecar.read_text().split()[0] if sidecar.read_text().strip() else ""
     actual = file_sha256(path)
@@ -189,6 +189,11 @@ def load_checkpoint_file(path: str | Path, map_location: Any = "cpu", mmap: bool
     if not isinstance(checkpoint, dict):
         raise CheckpointFileError(f"{path} holds a {type(checkpoint).__name__}, not a checkpoint (a dict with "
                                   "state_dict and hyper_parameters)")
+    if not sidecar_of(path).is_file() and os.path.abspath(path) not in _UNVERIFIED:
+        _UNVERIFIED.add(os.path.abspath(path))
+        warnings.warn(f"checkpoint {path} has no {sidecar_of(path).name} beside it, so it was not verified against a "
+                      "digest (copy the .sha256 file with a checkpoint to have it checked)", UnverifiedCheckpoint,
+                      stacklevel=2)
     return checkpoint
 
 

@@ -41,9 +41,9 @@ def require_vocabulary_in_memory(vocab_size: int, d_model: int) -> None:
     except (AttributeError, ValueError, OSError):  # no sysconf (Windows): no bound to check against
         return
     if needed > memory:
-        raise ValueError(f"vocab_size {vocab_size} with d_model {d_model} needs {needed / 2**30:,.0f} GiB for the token "
-                         f"embedding and output head alone; this machine has {memory / 2**30:,.0f} GiB of memory. "
-                         "Choose a smaller vocab_size (BPE vocabularies of 4096 to 65536 tokens are usual).")
+        raise ValueError(f"vocab_size {vocab_size} with d_model {d_model} needs {needed / 2**30:,.0f} GiB for the "
+                         f"token embedding and output head alone; this machine has {memory / 2**30:,.0f} GiB of "
+                         "memory. Choose a smaller vocab_size (BPE vocabularies of 4096 to 65536 tokens are usual).")
 
 
 class AutoregressiveTask(TransformerTask):

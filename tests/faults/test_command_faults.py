@@ -39,7 +39,7 @@ def test_checkpoint_upgrade_exits_0_and_writes_the_digest_beside_the_copy(tmp_pa
     old = old_checkpoint(tmp_path / "old.ckpt")
     done = lintf_process(["checkpoint", "upgrade", str(old), str(tmp_path / "new.ckpt")], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"wrote {tmp_path / 'new.ckpt'}") and done.stderr == ""
+    assert done.stdout.startswith(f"wrote {tmp_path / 'new.ckpt'}") and "Traceback" not in done.stderr
     new = tmp_path / "new.ckpt"
     assert sidecar_of(new).read_text().split()[0] == file_sha256(new)  # a digest of the bytes on disk
     assert load_checkpoint_file(new)["lintf_format"] == FORMAT
@@ -145,3 +145,17 @@ def test_build_output_onto_a_file_or_a_read_only_directory(tmp_path, capsys):
     with read_only_directory(tmp_path / "ro") as target:
         err = one_paragraph(["build", "--output", str(target / "ops")], capsys, "lintf build: error:")
         assert f"--output {target / 'ops'} is not a writable directory" in err and files_in(target) == []
+
+
+@pytest.mark.parametrize("option,value,rule", [
+    ("--temperature", "nan", "temperature must be a finite number >= 0"),
+    ("--temperature", "inf", "temperature must be a finite number >= 0"),
+    ("--top_p", "nan", "top_p must lie in (0, 1]"),
+])
+def test_nan_and_inf_sampling_options_get_the_rule(option, value, rule, tmp_path, capsys, monkeypatch):
+    path, _, _ = text_run(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    err = one_paragraph(["generate", "--ckpt_path", str(path), "--prompt", "in", option, value, "--output", "x.txt"],
+                        capsys, "lintf generate: error:")
+    assert rule in err and f"got {value}" in err and "Expected a <class 'float'>" not in err
+    assert not (path.parents[1] / "samples").exists()

@@ -25,8 +25,8 @@ def test_one_repeated_character_is_named(tmp_path, capsys):
     text = tmp_path / "same.txt"
     text.write_text("a" * 20_000)
     err = lintf_error(["fit", "--config", STREAM_LM, "--data.path", str(text), *quiet_trainer(tmp_path)], capsys)
-    assert f"TextStreamData: {text} has 1 distinct characters; a language model chooses among at least 2" in err and "Traceback" not in err
-    assert no_run_directory(tmp_path)
+    assert f"TextStreamData: {text} has 1 distinct characters; a language model chooses among at least 2" in err
+    assert "is short" not in err and no_run_directory(tmp_path)
 
 
 @pytest.mark.skipif(not hasattr(os, "sysconf"), reason="needs the machine's memory size")
