@@ -138,6 +138,11 @@ def check_kwargs(cls: type, kwargs: dict[str, Any], what: str) -> None:
             f"{what} ({cls.__module__}.{cls.__qualname__}) got unknown argument(s) "
             f"{', '.join(unknown)}; it accepts: {', '.join(accepted) or 'no arguments'}"
         )
+    for parameter in parameters:  # YAML reads `maybe` as a string, which any truth test would take as True
+        value = kwargs.get(parameter.name)
+        if parameter.annotation in (bool, "bool") and parameter.name in kwargs and not isinstance(value, bool):
+            raise ValueError(f"{what} argument {parameter.name} is true or false, got {value!r} "
+                             f"({type(value).__name__})")
 
 
 ATTENTIONS: Registry[Any] = Registry("attention")

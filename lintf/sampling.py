@@ -40,9 +40,9 @@ class Sampling:
     top_p: float = 1.0
 
     def __post_init__(self) -> None:
-        if not self.temperature >= 0:  # also refuses NaN
-            raise ValueError(f"temperature must be >= 0 (0 picks the most likely token, 1 samples the model's own "
-                             f"distribution), got {self.temperature}")
+        if not 0 <= self.temperature < float("inf"):  # also refuses NaN
+            raise ValueError(f"temperature must be a finite number >= 0 (0 picks the most likely token, 1 samples the "
+                             f"model's own distribution), got {self.temperature}")
         if self.top_k is not None and (isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1):
             raise ValueError(f"top_k must be a whole number >= 1 (or None to keep every token), got {self.top_k!r}")
         if not 0 < self.top_p <= 1:

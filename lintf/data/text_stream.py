@@ -145,6 +145,11 @@ class TextStreamData(SplitDataModule):
         """
         if self.hparams.tokenizer == "bpe" and self.hparams.tokenizer_file is None:
             return self.bpe_vocab_size
+        if self.tokenizer.vocab_size < 2:  # a text of one character (or one repeated): say what is wrong with it
+            self.lengths(PARTS, say_reductions=False)  # a text too short says so first
+            raise ValueError(f"TextStreamData: {self.describe()} has {self.tokenizer.vocab_size} distinct "
+                             f"{UNITS[self.tokenizer.kind]}; a language model chooses among at least 2. Give a "
+                             "text of more than one character.")
         return self.tokenizer.vocab_size
 
     @property
@@ -168,11 +173,12 @@ class TextStreamData(SplitDataModule):
         limit = self.hparams.limit_characters
         return f"the first {limit} characters (limit_characters) of {self.hparams.path}" if limit else self.hparams.path
 
-    def lengths(self, parts: tuple[str, ...]) -> StreamLengths:
+    def lengths(self, parts: tuple[str, ...], say_reductions: bool = True) -> StreamLengths:
         """The segment and context lengths this text fills; ValueError with its minimum if ``parts`` cannot be read.
 
         Args:
             parts: the parts a stage reads ("train", "val", "test").
+            say_reductions: print the notice of lengths reduced to fit the text (once).
         """
         unit = UNITS[self.tokenizer.kind]
         counts = {part: tokens.numel() for part, tokens in self.part_tokens().items()}
@@ -182,7 +188,7 @@ class TextStreamData(SplitDataModule):
         if problems:
             raise ValueError(self.too_short(sum(counts.values()), problems, configured.floor(), unit))
         reduced = configured.reductions(fitted)
-        if reduced and "lengths" not in self._noticed:
+        if reduced and say_reductions and "lengths" not in self._noticed:
             self._noticed.add("lengths")
             notice(f"{self.describe()} is short ({', '.join(f'{part} {counts[part]}' for part in PARTS)} {unit}): "
                    f"{', '.join(reduced)} to fit it")

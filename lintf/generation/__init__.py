@@ -1,5 +1,6 @@
 """Generating with autoregressive tasks: token choice, the prefill-then-step loop, and ``lintf generate``.
 
+    streaming.py  one sequence token by token in constant memory, each token handed on as it is chosen
     stepping.py   the step as one compiled graph (``torch.compile``), eager where compiling fails
     prompts.py    each task's prompt and output as text: a tokenizer's, copy symbols, image bytes
     checkpoint.py the checkpoint of ``--ckpt_path``: found, vetted and rebuilt as a task

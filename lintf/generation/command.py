@@ -14,12 +14,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import torch
 
 from lintf.generation.checkpoint import build_task, find_generating_checkpoint
-from lintf.generation.prompts import ByteFormat, PromptFormat, SymbolFormat, prompt_format
+from lintf.generation.prompts import ByteFormat, ModelSettings, PromptFormat, SymbolFormat, prompt_format
 from lintf.generation.stepping import CompiledStep
+from lintf.generation.streaming import stream_tokens
 from lintf.layout.directories import reserve_run_directory, run_directory_of, unused_path
 from lintf.run.commands import CommandError
 from lintf.sampling import Sampling, StepFunction, complete
@@ -66,8 +68,8 @@ def read_prompt(prompt: str | None, prompt_file: str | None, prompt_format: Prom
     return ids
 
 
-def new_token_count(task: AutoregressiveTask, fmt: PromptFormat, prompt: list[int], max_new_tokens: int | None) -> int:
-    """--max_new_tokens, or its default, checked against what the model can read."""
+def new_token_count(settings: ModelSettings, fmt: PromptFormat, prompt: list[int], max_new_tokens: int | None) -> int:
+    """--max_new_tokens, or its default, checked against what the model can read (before it is built)."""
     if max_new_tokens is not None and max_new_tokens < 1:
         raise CommandError(f"--max_new_tokens must be >= 1, got {max_new_tokens}")
     if isinstance(fmt, ByteFormat):
@@ -77,11 +79,11 @@ def new_token_count(task: AutoregressiveTask, fmt: PromptFormat, prompt: list[in
                                f"space for {max(free_bytes, 0)} new ones, got --max_new_tokens {max_new_tokens}")
         return max_new_tokens or free_bytes
     count = max_new_tokens or (len(prompt) - 1 if isinstance(fmt, SymbolFormat) else DEFAULT_NEW_TOKENS)
-    if task.hparams.get("positions", "learned") != "none" and len(prompt) + count - 1 > task.max_length:
+    if settings.positions != "none" and len(prompt) + count - 1 > settings.max_length:
         raise CommandError(
-            f"a prompt of {len(prompt)} tokens and {count} new ones exceed this model's {task.max_length} positions "
-            f"(its position codes end there): give --max_new_tokens {max(task.max_length + 1 - len(prompt), 0)} "
-            "or fewer, or a shorter prompt")
+            f"a prompt of {len(prompt)} tokens and {count} new ones exceed this model's {settings.max_length} "
+            f"positions (its {settings.positions} position codes end there): give --max_new_tokens "
+            f"{max(settings.max_length + 1 - len(prompt), 0)} or fewer, or a shorter prompt")
     return count
 
 
@@ -105,23 +107,24 @@ def steps_for(task: AutoregressiveTask, compile: bool, batch: int) -> StepFuncti
     return step
 
 
-def stream_sample(request: Request, sampling: Sampling, generator: torch.Generator, step: StepFunction) -> list[int]:
-    """One sample generated token by token, each printed to stdout as it comes; its new ids."""
-    fmt, pending, count = request.prompt_format, [], len(request.prompt)
-    print(fmt.piece(request.prompt) or "", end="", flush=True)
+def stream_sample(request: Request, sampling: Sampling, generator: torch.Generator, step: StepFunction,
+                  copy: TextIO | None = None) -> None:
+    """One sample generated token by token, each piece written to stdout (and ``copy``) as it comes."""
+    fmt, pending = request.prompt_format, []
 
-    def show(position: int, tokens: torch.Tensor) -> None:
-        pending.append(int(tokens[0]))
+    def show(text: str) -> None:
+        print(text, end="", flush=True)
+        if copy is not None:
+            copy.write(text)
+
+    show(fmt.piece(request.prompt) or "")
+    for token in stream_tokens(request.task, request.prompt, request.new_tokens, sampling, generator, step):
+        pending.append(token)
         piece = fmt.piece(pending)
         if piece is not None:
-            print(piece, end="", flush=True)
+            show(piece)
             pending.clear()
-
-    buffer = torch.zeros(1, count + request.new_tokens, dtype=torch.long)
-    buffer[0, :count] = torch.tensor(request.prompt)
-    out = complete(request.task, buffer, count, sampling, generator, on_token=show, step=step)
     print(flush=True)
-    return out[0, count:].tolist()
 
 
 def write_image_grid(request: Request, sampling: Sampling, generator: torch.Generator, step: StepFunction,
@@ -139,15 +142,31 @@ def write_image_grid(request: Request, sampling: Sampling, generator: torch.Gene
     print(path, flush=True)
 
 
-def write_text(request: Request, samples: list[list[int]], output: str) -> None:
-    """The samples' text (prompt and continuation, one block each) in the run's samples/ folder; its path printed."""
-    fmt, blocks = request.prompt_format, []
-    for ids in samples:
-        blocks.append("".join(fmt.piece(list(part)) or "" for part in (request.prompt, ids)))
+def samples_file(request: Request, output: str | None) -> TextIO | None:
+    """The file in the run's samples/ folder that receives the text as it is generated, or None without --output."""
+    if not output:
+        return None
     path = Path(unused_path(str(request.run_directory / "samples" / output)))
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
-    note(f"wrote {path}")
+    return path.open("w", encoding="utf-8")
+
+
+def write_samples(request: Request, sampling: Sampling, generator: torch.Generator, step: StepFunction,
+                  num_samples: int, output: str | None) -> None:
+    """``num_samples`` texts streamed to stdout and, with ``output``, to a file (blank line between samples)."""
+    copy = samples_file(request, output)
+    try:
+        for index in range(num_samples):
+            if num_samples > 1:
+                print(f"--- sample {index + 1} of {num_samples} ---", flush=True)
+            if copy is not None and index:
+                copy.write("\n\n")
+            stream_sample(request, sampling, generator, step, copy)
+    finally:
+        if copy is not None:
+            copy.write("\n")
+            copy.close()
+            note(f"wrote {copy.name}")
 
 
 def generate(
@@ -191,10 +210,11 @@ def generate(
     if num_samples < 1:
         raise CommandError(f"--num_samples must be >= 1, got {num_samples}")
     path, checkpoint, task_class = find_generating_checkpoint(ckpt_path, root)
-    task = build_task(path, checkpoint, task_class)
-    fmt = prompt_format(task, checkpoint)
+    settings = ModelSettings.of(task_class, checkpoint)
+    fmt = prompt_format(task_class, settings, checkpoint)
     ids = read_prompt(prompt, prompt_file, fmt)
-    count = new_token_count(task, fmt, ids, max_new_tokens)
+    count = new_token_count(settings, fmt, ids, max_new_tokens)  # a request the model cannot meet: before it loads
+    task = build_task(path, checkpoint, task_class)
     writes = output is not None or isinstance(fmt, ByteFormat)
     request = Request(task, fmt, ids, count, output_directory(path, root) if writes else None)
     note(f"checkpoint: {os.path.abspath(path)} ({task_class.__name__})")
@@ -206,13 +226,7 @@ def generate(
     if isinstance(fmt, ByteFormat):
         write_image_grid(request, sampling, generator, step, num_samples, output, seed)
     else:
-        samples = []
-        for index in range(num_samples):
-            if num_samples > 1:
-                print(f"--- sample {index + 1} of {num_samples} ---", flush=True)
-            samples.append(stream_sample(request, sampling, generator, step))
-        if output:
-            write_text(request, samples, output)
+        write_samples(request, sampling, generator, step, num_samples, output)
     seconds = time.perf_counter() - start
     generated = request.new_tokens * num_samples
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -6,6 +6,8 @@ read and what is allowed) and generated ids back into text, piece by piece as th
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import dataclass
 from typing import Any
 
 from lintf.data.copy import FIRST_SYMBOL, PAD, SEP
@@ -93,12 +95,13 @@ class ByteFormat(PromptFormat):
         return ""
 
 
-def image_shape_of(task: ImageGenerationTask, checkpoint: dict[str, Any]) -> tuple[int, int, int]:
-    """The (H, W, C) of the images ``task`` was trained on: its data module's dataset, else the one of its size."""
+def image_shape_of(max_length: int, checkpoint: dict[str, Any]) -> tuple[int, int, int]:
+    """The (H, W, C) of the images a checkpoint's model was trained on: its data module's dataset, else the one
+    of its size (``max_length`` + 1 bytes)."""
     dataset = (checkpoint.get("datamodule_hyper_parameters") or {}).get("dataset")
     if dataset in IMAGE_SHAPES:
         return IMAGE_SHAPES[dataset]
-    length = task.max_length + 1
+    length = max_length + 1
     for shape in IMAGE_SHAPES.values():
         if shape[0] * shape[1] * shape[2] == length:
             return shape
@@ -106,11 +109,38 @@ def image_shape_of(task: ImageGenerationTask, checkpoint: dict[str, Any]) -> tup
                      f"of {', '.join(IMAGE_SHAPES)} recorded")
 
 
-def prompt_format(task: AutoregressiveTask, checkpoint: dict[str, Any]) -> PromptFormat:
-    """How ``task`` (rebuilt from ``checkpoint``) reads a prompt and shows its output."""
-    if isinstance(task, ImageGenerationTask):
-        return ByteFormat(image_shape_of(task, checkpoint))
-    if isinstance(task, CopyTask):
-        return SymbolFormat(task.hparams.vocab_size - FIRST_SYMBOL)
+def prompt_format(task_class: type[AutoregressiveTask], settings: ModelSettings,
+                  checkpoint: dict[str, Any]) -> PromptFormat:
+    """How a model of ``task_class`` with ``settings`` (its checkpoint's) reads a prompt and shows its output."""
+    if issubclass(task_class, ImageGenerationTask):
+        return ByteFormat(image_shape_of(settings.max_length, checkpoint))
+    if issubclass(task_class, CopyTask):
+        return SymbolFormat(settings.vocab_size - FIRST_SYMBOL)
     return TextFormat(tokenizer_from_checkpoint(checkpoint))
 
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """What a generating model's checkpoint says about its inputs, read before the model is built.
+
+    Args:
+        vocab_size: number of token ids.
+        max_length: positions the model was trained on.
+        positions: its position codes ("none": no limit on the length it reads).
+    """
+
+    vocab_size: int
+    max_length: int
+    positions: str
+
+    @classmethod
+    def of(cls, task_class: type[AutoregressiveTask], checkpoint: dict[str, Any]) -> ModelSettings:
+        """The settings in ``checkpoint``'s hyper-parameters, the class's defaults where it records none."""
+        hparams = checkpoint.get("hyper_parameters") or {}
+        defaults = inspect.signature(task_class.__init__).parameters
+        positions = hparams.get("positions", defaults["positions"].default if "positions" in defaults else "learned")
+        try:
+            return cls(int(hparams["vocab_size"]), int(hparams["max_length"]), str(positions))
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("the checkpoint's hyper_parameters lack a whole-number vocab_size and max_length: "
+                             "pass a checkpoint a lintf run saved") from None

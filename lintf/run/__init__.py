@@ -15,6 +15,7 @@ checkpoint layout version, which the tasks use too, live beneath both in ``lintf
     config_checks.py       which class paths a config or checkpoint may have lintf build
     preflight.py           checks before a subcommand starts (schedule length, resumed settings, weights)
     checkpoint_files.py    the one checkpoint loader; atomic writes, sha256 sidecars, stale temporaries
+    checkpoint_damage.py   what a file torch cannot load is: not a checkpoint, or one cut short (and by how much)
     checkpoint_search.py   ``--ckpt_path FILE|last|best``: the checkpoint of this experiment, vetted
     checkpoint_format.py   what each checkpoint layout version holds, and ``lintf checkpoint upgrade``
     logger_placement.py    where the loggers write: under the run root, or into the run of ``--ckpt_path``

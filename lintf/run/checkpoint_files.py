@@ -21,11 +21,14 @@ import re
 import shutil
 import socket
 import time
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from lintf.run.checkpoint_damage import damage_of
 
 SIDECAR_SUFFIX = ".sha256"
 CHUNK_BYTES = 1 << 22
@@ -120,18 +123,30 @@ def remove_stale_temporaries(roots: list[str]) -> list[tuple[Path, int]]:
     return removed
 
 
-def describe_write_error(path: Path, error: OSError) -> str:
-    """One paragraph for a checkpoint that could not be written: why, how much was needed, what to do."""
+def why_not_written(path: Path, error: OSError) -> str:
+    """Why ``path`` could not be written, in words: no space (and how much is free), not writable, or the error."""
     directory = path.parent
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         free = shutil.disk_usage(directory).free if directory.exists() else 0
-        why = f"no space left on the device of {directory} ({free / 2**20:.0f} MB free)"
-    elif error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        why = f"{directory} is not writable ({os.strerror(error.errno)})"
-    else:
-        why = f"{type(error).__name__}: {error.strerror or error}"
-    return (f"could not write checkpoint {path}: {why}. The checkpoints written before are intact and no partial file "
-            "was left. Free space or choose a writable --trainer.default_root_dir, then continue with --ckpt_path last.")
+        return f"no space left on the device of {directory} ({free / 2**20:.0f} MB free)"
+    if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return f"{directory} is not writable ({os.strerror(error.errno)})"
+    return f"{type(error).__name__}: {error.strerror or error}"
+
+
+def describe_write_error(path: Path, error: OSError) -> str:
+    """One paragraph for a checkpoint that could not be written: why, how much was needed, what to do."""
+    return (f"could not write checkpoint {path}: {why_not_written(path, error)}. The checkpoints written before are "
+            "intact and no partial file was left. Free space or choose a writable --trainer.default_root_dir, then "
+            "continue with --ckpt_path last.")
+
+
+class UnverifiedCheckpoint(UserWarning):
+    """A checkpoint read without a digest to check it against (copied without its ``.sha256``, or older)."""
+
+
+_UNVERIFIED: set[str] = set()
+"""Checkpoints read without a digest, each named once per process."""
 
 
 def verify_checkpoint(path: str | Path) -> None:
@@ -165,23 +180,63 @@ def load_checkpoint_file(path: str | Path, map_location: Any = "cpu", mmap: bool
     verify_checkpoint(path)
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
-    except pickle.UnpicklingError as error:  # an object outside tensors and plain data: refused, never built
+    except Exception as error:
+        damage = damage_of(path)  # torch's words for random bytes or a cut copy do not say so
+        if damage is not None:
+            what = "file" if "not a checkpoint" in damage else "checkpoint"
+            raise CheckpointFileError(f"{what} {path} {damage}.") from None
+        raise_unreadable(path, error)
+    if not isinstance(checkpoint, dict):
+        raise CheckpointFileError(f"{path} holds a {type(checkpoint).__name__}, not a checkpoint (a dict with "
+                                  "state_dict and hyper_parameters)")
+    if not sidecar_of(path).is_file() and os.path.abspath(path) not in _UNVERIFIED:
+        _UNVERIFIED.add(os.path.abspath(path))
+        warnings.warn(f"checkpoint {path} has no {sidecar_of(path).name} beside it, so it was not verified against a "
+                      "digest (copy the .sha256 file with a checkpoint to have it checked)", UnverifiedCheckpoint,
+                      stacklevel=2)
+    return checkpoint
+
+
+def raise_unreadable(path: str | Path, error: Exception) -> NoReturn:
+    """CheckpointFileError for a checkpoint-like file that torch.load(weights_only=True) refused."""
+    if isinstance(error, pickle.UnpicklingError):  # an object outside tensors and plain data: refused, never built
         found = re.search(r"GLOBAL (\S+)", str(error))
         named = f" (it names {found.group(1)})" if found else ""
         raise CheckpointFileError(
             f"checkpoint {path} holds objects whose loading would run code{named}; lintf reads checkpoints with "
             "torch.load(weights_only=True): tensors and plain data only. Pass a checkpoint written by lintf."
         ) from None
-    except Exception as error:  # torch raises RuntimeError, EOFError, ... for a damaged file
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise CheckpointFileError(
-            f"cannot read checkpoint {path}: {type(error).__name__}: {reason}. lintf reads checkpoints with "
-            "torch.load(weights_only=True): tensors and plain data only, never objects whose loading runs code."
-        ) from None
-    if not isinstance(checkpoint, dict):
-        raise CheckpointFileError(f"{path} holds a {type(checkpoint).__name__}, not a checkpoint (a dict with "
-                                  "state_dict and hyper_parameters)")
-    return checkpoint
+    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    raise CheckpointFileError(  # torch raises RuntimeError, EOFError, ... for a damaged file
+        f"cannot read checkpoint {path}: {type(error).__name__}: {reason}. lintf reads checkpoints with "
+        "torch.load(weights_only=True): tensors and plain data only, never objects whose loading runs code."
+    ) from None
+
+
+def save_checkpoint_file(checkpoint: dict[str, Any], path: Path) -> None:
+    """Write ``checkpoint`` to ``path`` whole (a temporary renamed into place), then its sha256 sidecar.
+
+    Raises:
+        OSError: the file could not be written (no space, a read-only directory); no temporary is left.
+    """
+    temporary = temporary_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(temporary, "wb") as file:  # straight to the target directory: no copy in memory or in /tmp
+            torch.save(checkpoint, file)
+            file.flush()
+            os.fsync(file.fileno())
+        digest = file_sha256(temporary)
+        sidecar_of(path).unlink(missing_ok=True)  # never a stale digest beside a new file
+        os.replace(temporary, path)
+        write_atomically(sidecar_of(path), f"{digest}  {path.name}\n")
+    except RuntimeError as error:  # torch's zip writer reports a failed write as its own error, after the OSError
+        cause = error.__context__
+        if isinstance(cause, OSError):
+            raise cause from None
+        raise
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 class VerifiedCheckpointIO(TorchCheckpointIO):
@@ -192,24 +247,12 @@ class VerifiedCheckpointIO(TorchCheckpointIO):
     """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
-        path = Path(path)
-        temporary = temporary_path(path)
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} writes local files and takes no storage_options")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(temporary, "wb") as file:  # straight to the run directory: no copy in memory or in /tmp
-                torch.save(checkpoint, file)
-                file.flush()
-                os.fsync(file.fileno())
-            digest = file_sha256(temporary)
-            sidecar_of(path).unlink(missing_ok=True)  # never a stale digest beside a new file
-            os.replace(temporary, path)
-            write_atomically(sidecar_of(path), f"{digest}  {path.name}\n")
+            save_checkpoint_file(checkpoint, Path(path))
         except OSError as error:
-            raise CheckpointWriteError(describe_write_error(path, error)) from None
-        finally:
-            temporary.unlink(missing_ok=True)
+            raise CheckpointWriteError(describe_write_error(Path(path), error)) from None
 
     def load_checkpoint(self, path: str | Path, map_location: Any = None, weights_only: bool | None = None) -> dict:
         """``load_checkpoint_file``: whatever Lightning asks, nothing in a checkpoint runs code."""

@@ -19,10 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from lintf.layout.checkpoint_version import FORMAT, format_of
-from lintf.run.checkpoint_files import load_checkpoint_file
+from lintf.run.checkpoint_files import CheckpointFileError, load_checkpoint_file, save_checkpoint_file, why_not_written
 from lintf.run.commands import CommandError
 from lintf.run.extensions import load_extensions
 
@@ -133,10 +131,17 @@ def upgrade_file(old: Path, new: Path | None = None, /) -> Path:
     new = new or upgraded_path(old)
     if new.exists():
         raise CommandError(f"{new} exists; give another NEW path (nothing is overwritten)")
-    checkpoint = load_checkpoint_file(old)
+    try:
+        checkpoint = load_checkpoint_file(old)
+    except CheckpointFileError as error:
+        raise CommandError(f"{error} `{UPGRADE_COMMAND}` takes a checkpoint written by an older lintf.") from None
     if format_of(checkpoint) >= FORMAT:
         raise CommandError(f"{old} is already in checkpoint format {FORMAT}; nothing to upgrade")
-    torch.save(upgrade(checkpoint), new)
+    try:
+        save_checkpoint_file(upgrade(checkpoint), new)  # whole, with its .sha256 as every checkpoint
+    except OSError as error:
+        raise CommandError(f"cannot write {new}: {why_not_written(new, error)}. Give a NEW path in a writable "
+                           f"directory with space; {old} is unchanged and no partial file was left.") from None
     print(f"wrote {new} (weights and hyperparameters of {old}; the optimizer state is not carried over)")
     return new
 

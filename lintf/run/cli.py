@@ -304,7 +304,8 @@ def main(args: list[str] | None = None) -> None:
         use_default_threads(argv)  # before any work: fewer threads where other processes keep CPUs busy
         command = find_command(argv[0]) if argv[:1] else None
         if command is not None:
-            return run_command(command, argv[1:])
+            run_command(command, argv[1:])  # what it returns (a path it wrote) is no exit status
+            return
         # ``lintf``, ``lintf --help`` or a mistyped subcommand: the parser lists every subcommand
         commands = None if argv[:1] and argv[0] in LintfCLI.subcommands() else all_commands()
         LintfCLI(args, commands=commands)

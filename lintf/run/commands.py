@@ -192,6 +192,11 @@ def is_flag(hint: Any) -> bool:
     return union and set(typing.get_args(hint)) == {bool, type(None)}
 
 
+def real_number(value: str | float) -> float:
+    """A float option's value as Python reads it: also ``nan`` and ``inf``, which the command then judges by its rule."""
+    return float(value)
+
+
 def add_function_options(parser: CommandParser, function: Callable[..., Any]) -> None:
     """One argument per parameter of ``function``: its name, type and default, and its docstring line as help."""
     function = inspect.unwrap(function)
@@ -199,6 +204,7 @@ def add_function_options(parser: CommandParser, function: Callable[..., Any]) ->
     docs = {param.arg_name: param.description or "" for param in docstring_parser.parse(function.__doc__ or "").params}
     for name, parameter in inspect.signature(function).parameters.items():
         hint, option = hints.get(name, Any), "--" + name.replace("_", "-")
+        hint = real_number if hint is float else hint  # the parser itself refuses nan and inf without a reason
         options: dict[str, Any] = {"help": docs.get(name, ""), "dest": name}
         if parameter.default is not inspect.Parameter.empty:
             options["default"] = parameter.default

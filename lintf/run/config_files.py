@@ -18,6 +18,25 @@ class ConfigFileError(ValueError):
     """A ``--config`` file that cannot be read as YAML."""
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping of a YAML file that names one key twice (YAML itself would keep the last value silently)."""
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping, naming both lines."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise DuplicateKeyError(f"sets {key!r} twice, on lines {seen[key]} and {line}: YAML would keep the "
+                                        "last one silently. Keep one of them.")
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """The mapping in YAML file ``path``; ConfigFileError naming the file, line and column otherwise."""
     path = Path(path)
@@ -29,11 +48,14 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     except OSError as error:
         raise ConfigFileError(f"cannot read config file {path}: {error.strerror}") from None
     try:
-        config = yaml.safe_load(text)
+        config = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506  (a SafeLoader: plain data only)
+    except DuplicateKeyError as error:
+        raise ConfigFileError(f"config file {path} {error}") from None
     except yaml.YAMLError as error:
         raise ConfigFileError(describe_yaml_error(path, text, error)) from None
     if config is None:
-        return {}
+        raise ConfigFileError(f"config file {path} is empty (or only comments): it sets no option. Write the options "
+                              "to set (model:, data:, trainer:, ...), or leave out --config " + str(path))
     if not isinstance(config, dict):
         raise ConfigFileError(f"config file {path} holds a {type(config).__name__}, not a mapping of options "
                               "(model:, data:, trainer:, ...)")

@@ -25,6 +25,8 @@ from typing import Any, NoReturn
 from jsonargparse import ArgumentParser, DefaultHelpFormatter
 from lightning.pytorch.cli import LightningArgumentParser
 
+from lintf.names import import_class
+
 NOISE = re.compile(
     r"^(Does not validate against any of the|Subtypes:|Errors:|Expected a <class 'NoneType'>|Given value|"
     r"Parser key \"|Problem with given class_path|tip: )"
@@ -90,6 +92,9 @@ def summarize(message: str, known_options: Iterable[str] = ()) -> str:
         option = re.search(r"Option '([^']+)' is not accepted", text)
         if option and arguments:
             text += f".{did_you_mean(option.group(1), arguments)} It accepts: {', '.join(arguments)}"
+    factory = factory_mistake(message, where)
+    if factory:
+        return factory
     option = re.search(r"does not accept option '([^']+)'", text) or re.search(r"unrecognized arguments: --(\S+)", text)
     nested = explain_nested_option(option.group(1), class_path.group(1)) if option and class_path else None
     if nested:
@@ -97,6 +102,32 @@ def summarize(message: str, known_options: Iterable[str] = ()) -> str:
     elif option:
         text += f".{did_you_mean(option.group(1), known_options)}"
     return f"{where}: {text}" if where else text
+
+
+FACTORY_EXAMPLES = {
+    "optimizer": ("an optimizer (a subclass of torch.optim.Optimizer)", "torch.optim.AdamW", "lr: 0.001"),
+    "lr_scheduler": ("a learning-rate schedule (a subclass of torch.optim.lr_scheduler.LRScheduler)",
+                     "torch.optim.lr_scheduler.OneCycleLR", "max_lr: 0.001, total_steps: 1000"),
+}
+"""The Callable-typed options of the tasks: what they take, and an example of it."""
+
+
+def factory_mistake(message: str, where: str) -> str | None:
+    """For a function or other non-class given as the optimizer or schedule: what the option takes, else None.
+
+    jsonargparse reports such a value by the function's own parameters ("the following arguments are
+    required: command" for os.system), as if supplying them would help.
+    """
+    name = next((key for key in FACTORY_EXAMPLES if re.search(rf"\b{key}\b", where)), None)
+    if name is None or "expects a function or a callable class" not in message:
+        return None
+    given = re.search(r"class_path='([^']+)'", message) or re.search(r"Got value: (\S+?)\.?$", message, re.M)
+    if given and isinstance(import_class(given.group(1)), type):
+        return None  # a class with wrong arguments: jsonargparse's own words name them
+    kind, example, arguments = FACTORY_EXAMPLES[name]
+    value = f"{given.group(1)!r} is not {kind}" if given else f"it takes {kind}"
+    return (f"{where}: {value}; give one by class path: {example}, or {{class_path: {example}, init_args: "
+            f"{{{arguments}}}}}")
 
 
 def exit_with_one_paragraph(parser: argparse.ArgumentParser, message: str) -> NoReturn:

@@ -137,6 +137,10 @@ def requested_threads() -> int | None:
         raise ConfigError(f"{THREADS_VARIABLE}={value!r} is not valid: give a whole number of threads of at least 1, "
                           "or unset it to let lintf choose (one per CPU that other processes leave free, at most one "
                           "per physical core).")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if int(value) > cpus:  # each thread takes a stack and per-thread buffers: far more than CPUs exhausts memory
+        raise ConfigError(f"{THREADS_VARIABLE}={value!r} is more than the {cpus} CPU{'s' if cpus > 1 else ''} this "
+                          f"process may use: give a whole number from 1 to {cpus}, or unset it to let lintf choose.")
     return int(value)
 
 

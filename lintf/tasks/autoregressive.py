@@ -6,6 +6,7 @@ RNN form of causal linear attention), which the copy and image tasks use to gene
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +31,22 @@ def require_causal_attention(name: str, task: str) -> None:
         causal = [n for n in ATTENTIONS.names() if getattr(ATTENTIONS.get(n), "supports_causal", True)]
         raise ValueError(f"{task} predicts each token from the ones before it, so its attention must be causal; "
                          f"{name!r} is not. Causal attentions: {', '.join(causal)}")
+
+
+def require_vocabulary_in_memory(vocab_size: int, d_model: int) -> None:
+    """ValueError if the token embedding and output head of ``vocab_size`` tokens cannot fit in this machine's memory.
+
+    Checked before anything is allocated (or a tokenizer trained), where the request is still a number.
+    """
+    needed = 2 * vocab_size * d_model * torch.finfo(torch.float32).bits // 8  # embedding + head, float32
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows): no bound to check against
+        return
+    if needed > memory:
+        raise ValueError(f"vocab_size {vocab_size} with d_model {d_model} needs {needed / 2**30:,.0f} GiB for the "
+                         f"token embedding and output head alone; this machine has {memory / 2**30:,.0f} GiB of "
+                         "memory. Choose a smaller vocab_size (BPE vocabularies of 4096 to 65536 tokens are usual).")
 
 
 class AutoregressiveTask(TransformerTask):
@@ -68,6 +85,7 @@ class AutoregressiveTask(TransformerTask):
         if vocab_size < 1 or max_length < 1:
             raise ValueError(f"vocab_size and max_length must be >= 1, got {vocab_size} and {max_length}")
         require_causal_attention(EncoderConfig.coerce(encoder).attention, type(self).__name__)
+        require_vocabulary_in_memory(vocab_size, EncoderConfig.coerce(encoder).d_model)
         super().__init__(encoder, optimizer, lr_scheduler)
         if "head" in self.hparams:  # a plain string in checkpoints (tasks that fix their head do not list it)
             self.hparams["head"] = str(head)

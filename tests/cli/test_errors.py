@@ -95,7 +95,7 @@ def test_not_a_checkpoint(tmp_path, capsys):
     junk = tmp_path / "junk.ckpt"
     junk.write_text("not a checkpoint")
     err = error_of(tiny(tmp_path, "--ckpt_path", str(junk)), capsys)
-    assert "cannot read checkpoint" in err
+    assert f"file {junk} is not a checkpoint" in err
 
 
 def test_help_lists_registered_names(capsys):

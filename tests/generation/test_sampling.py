@@ -66,7 +66,9 @@ def test_the_model_s_own_distribution_uses_the_head_s_sampler():
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"temperature": -0.5}, "temperature must be >= 0"), ({"temperature": float("nan")}, "temperature must be >= 0"),
+    ({"temperature": -0.5}, "temperature must be a finite number >= 0"),
+    ({"temperature": float("nan")}, "temperature must be a finite number >= 0"),
+    ({"temperature": float("inf")}, "temperature must be a finite number >= 0"),
     ({"top_p": 0.0}, r"top_p must lie in \(0, 1\]"), ({"top_p": 1.5}, r"top_p must lie in \(0, 1\]"),
     ({"top_k": 0}, "top_k must be a whole number >= 1"),
 ])

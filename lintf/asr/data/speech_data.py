@@ -214,7 +214,8 @@ class SpeechData(SplitDataModule):
         """``entries`` once their audio headers and characters passed (every problem is reported with its
         manifest line); training entries longer than ``max_duration`` left out."""
         path = self.manifests[split]
-        audio = [f"{e.where}: {e.audio_filepath}: {why}" for e in entries if (why := audio_problem(e.audio_filepath))]
+        audio = [f"{e.where}: {e.audio_filepath}: {why}" for e in entries
+                 if (why := audio_problem(e.audio_filepath, e.duration))]
         if audio:
             raise AudioError(problem_report(f"{path}: {len(audio)} of {len(entries)} audio files cannot be used; "
                                             f"each must be {READABLE}", audio))

@@ -1,7 +1,8 @@
 """Read and write audio files, all through soundfile (libsndfile): WAV of any sample format
 (8/16/24/32-bit PCM, float), FLAC, OGG/Vorbis, MP3 and the rest libsndfile decodes.
 
-``audio_problem`` reads a file's header only, so a whole corpus can be checked before training in
+``audio_problem`` reads a file's header only (a WAV cut short shows there: fewer frames than its header
+declares, or less audio than the manifest's duration), so a whole corpus can be checked before training in
 well under a second per thousand files; only files of float samples, the one kind that can hold a
 NaN or an infinity (which would make every gradient of its batch NaN), are decoded too. ``load_audio``
 decodes the samples and refuses non-finite ones as well.
@@ -9,6 +10,7 @@ decodes the samples and refuses non-finite ones as well.
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from types import ModuleType
 
@@ -18,6 +20,8 @@ from torch import Tensor
 
 READABLE = "audio in a format libsndfile decodes (WAV, FLAC, OGG/Vorbis, MP3, ...) with at least one sample"
 """What every audio file must be; the end of each decoding error."""
+DURATION_TOLERANCE_S = 0.1
+"""How far a file's length may differ from its manifest duration (or 2% of it, if more): rounding, not a cut."""
 FLOAT_SUBTYPES = ("FLOAT", "DOUBLE")
 """libsndfile sample formats that can hold NaN or infinity (integer PCM and codecs cannot)."""
 
@@ -58,11 +62,44 @@ def nonfinite_samples(samples: np.ndarray, rate: int) -> str | None:
             f"{first} ({first / rate:.3f} s); audio samples must be finite numbers (repair or re-export the file)")
 
 
-def audio_problem(path: str | Path) -> str | None:
+def declared_wav_frames(path: Path) -> int | None:
+    """The frames a WAV file's header declares (its ``data`` chunk size over the frame size); None for another
+    format or a header that leaves the length open (a stream written before its length was known)."""
+    with open(path, "rb") as file:
+        head = file.read(1 << 16)
+    if head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        return None
+    offset, block_align = 12, None
+    while offset + 8 <= len(head):
+        chunk, size = head[offset:offset + 4], struct.unpack("<I", head[offset + 4:offset + 8])[0]
+        if chunk == b"fmt " and offset + 22 <= len(head):
+            block_align = struct.unpack("<H", head[offset + 20:offset + 22])[0]  # bytes per frame, all channels
+        if chunk == b"data":
+            unknown = size in (0, 0xFFFFFFFF) or not block_align
+            return None if unknown else size // block_align
+        offset += 8 + size + (size & 1)  # chunks are padded to an even size
+    return None
+
+
+def length_problem(path: Path, frames: int, rate: int, duration: float | None) -> str | None:
+    """Why a file of ``frames`` at ``rate`` Hz is cut short: fewer frames than its header declares, or far less
+    (or more) audio than the manifest's ``duration``; None if neither."""
+    declared = declared_wav_frames(path)
+    if declared is not None and frames < declared:
+        return (f"truncated: {frames} of the {declared} frames its header declares ({frames / rate:.2f} of "
+                f"{declared / rate:.2f} s); copy the whole file again")
+    if duration is not None and abs(frames / rate - duration) > max(DURATION_TOLERANCE_S, 0.02 * duration):
+        return (f"holds {frames / rate:.2f} s of audio, but the manifest's duration is {duration:g} s: a file cut "
+                "short or the wrong file; fix the file or its duration")
+    return None
+
+
+def audio_problem(path: str | Path, duration: float | None = None) -> str | None:
     """Why ``path`` cannot be used as audio, from its header (and float samples) alone; None if it can.
 
     Args:
         path: an audio file.
+        duration: the seconds of audio the manifest lists for it, compared with the file's (None: not compared).
 
     Returns:
         a short reason ("not found", "empty file (0 bytes)", libsndfile's complaint, "no samples ...",
@@ -87,8 +124,10 @@ def audio_problem(path: str | Path) -> str | None:
             samples, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
         except (soundfile.SoundFileError, RuntimeError, OSError) as error:
             return f"not decodable: {_reason(error)} ({size} bytes)"
-        return nonfinite_samples(samples, rate)
-    return None
+        nonfinite = nonfinite_samples(samples, rate)
+        if nonfinite is not None:
+            return nonfinite
+    return length_problem(path, info.frames, info.samplerate, duration)
 
 
 def load_audio(path: str | Path) -> tuple[Tensor, int]:

@@ -26,6 +26,7 @@ import hashlib
 import os
 import shutil
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -168,6 +169,25 @@ def jit_build_dir(with_cuda: bool) -> Path:
     return root / "lintf" / build_key(with_cuda)
 
 
+def writable_directory(output: Path) -> Path:
+    """``output`` as an absolute directory that exists (created if missing) and can be written.
+
+    Raises:
+        ValueError: ``output`` is a file, cannot be created or cannot be written, naming the reason.
+    """
+    directory = output.resolve()
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"--output {output} is a file, not a directory: give a directory for the library "
+                         "(created if missing)")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=directory).close()  # the permission bits do not tell (root, read-only mounts)
+    except OSError as error:
+        raise ValueError(f"--output {output} is not a writable directory ({error.strerror or error}): give one "
+                         "this user may write, e.g. --output ~/lintf-ops") from None
+    return directory
+
+
 def build(output: Path = DEFAULT_PREBUILT_DIR, cuda: bool | None = None) -> Path:
     """Build the compiled ops (the causal product and the others) ahead of time, for a cluster or a read-only install.
 
@@ -185,7 +205,7 @@ def build(output: Path = DEFAULT_PREBUILT_DIR, cuda: bool | None = None) -> Path
         the built library.
     """
     with_cuda = cuda_wanted() if cuda is None else cuda
-    directory = output.resolve()
+    directory = writable_directory(output)
     library = compile_into(directory, with_cuda, verbose=True)
     _record(directory, library, with_cuda)  # also after an incremental rebuild of changed sources
     print(f"built {library} (cuda={with_cuda}); lintf loads it from there"

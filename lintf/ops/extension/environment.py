@@ -19,6 +19,7 @@ from typing import NoReturn
 EXTENSION_OFF = ("0", "off", "false", "no")
 EXTENSION_ON = ("1", "on", "true", "yes")
 CPU_PATHS = ("avx512", "avx2", "portable")
+CUDA_KERNELS = ("auto", "chunked", "scan")  # as csrc/causal/cuda/causal_product_cuda.cu reads them
 CACHE_MB_LIMIT = 1 << 40
 # the flags /proc/cpuinfo lists for each x86-64 path (the op asks cpuid for the same features)
 _X86_FLAGS = {"avx512": ("avx512f", "avx2", "fma"), "avx2": ("avx2", "fma")}
@@ -118,15 +119,23 @@ def check_cpu_backward() -> None:
     cpu_backward_mode()
 
 
+def check_cuda_kernel() -> None:
+    """LINTF_CUDA_KERNEL: unset, or auto, chunked or scan (the causal product's CUDA kernel; read by the op itself)."""
+    value = _value("LINTF_CUDA_KERNEL")
+    if value is not None and value not in CUDA_KERNELS:
+        _refuse("LINTF_CUDA_KERNEL", value, f"use one of {', '.join(CUDA_KERNELS)}, or unset it (auto)")
+
+
 def check_environment() -> None:
     """Validate every LINTF_* variable the ops read; cheap (never builds or loads the compiled op).
 
     Checks ``LINTF_EXTENSION``, ``LINTF_CPU_PATH`` (also against this CPU's features on Linux x86-64),
-    ``LINTF_CPU_OUTPUT_CACHE_MB``, ``LINTF_CPU_BACKWARD``, ``LINTF_CPU_ARCH`` (also with the C++ compiler, when one is found)
-    and ``LINTF_EXTENSION_DIR``. Unset or empty variables mean their defaults.
+    ``LINTF_CPU_OUTPUT_CACHE_MB``, ``LINTF_CPU_BACKWARD``, ``LINTF_CPU_ARCH`` (also with the C++ compiler, when one
+    is found), ``LINTF_EXTENSION_DIR`` and ``LINTF_CUDA_KERNEL``. Unset or empty variables mean their defaults.
 
     Raises:
         ValueError: naming the first invalid variable, its value and what is allowed.
     """
-    for check in (check_extension, check_cpu_path, check_output_cache_mb, check_cpu_backward, check_cpu_arch, check_extension_dir):
+    for check in (check_extension, check_cpu_path, check_output_cache_mb, check_cpu_backward, check_cpu_arch,
+                  check_extension_dir, check_cuda_kernel):
         check()
