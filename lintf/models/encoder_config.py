@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
+from lintf.models.layer_plan import expand_pattern, options_per_layer, resolve_names
 from lintf.names import AttentionName, FeatureMapName
+from lintf.registry import ATTENTIONS
 
 ACTIVATION_NAMES = ("gelu", "relu", "silu")
 FEATURE_MAP_KEYS = ("feature_map", "feature_map_kwargs")
@@ -23,11 +25,15 @@ class EncoderConfig:
         d_model: model width.
         n_layers: number of layers.
         n_heads: attention heads; must divide d_model.
-        attention: attention registry name (``lintf.list_attentions()``) or a registered class path.
-        attention_kwargs: extra arguments of that attention, e.g. ``{n_hashes: 4}`` for reformer. The
-            feature map is given by ``feature_map`` / ``feature_map_kwargs``, not here.
-        feature_map: feature-map registry name for attentions that take one (``linear``); None keeps
-            the attention's default.
+        attention: attention registry name (``lintf.list_attentions()``) or a registered class path;
+            or a list of them for a hybrid stack: one per layer, or a pattern repeated to n_layers
+            (``[gated_delta_net, gated_delta_net, gated_delta_net, local]``).
+        attention_kwargs: extra arguments of the attention, e.g. ``{n_hashes: 4}`` for reformer; for a
+            list of attentions, a list (one entry per layer or per pattern entry) or a mapping by
+            attention name (``{local: {window: 64}}``). The feature map is given by ``feature_map`` /
+            ``feature_map_kwargs``, not here.
+        feature_map: feature-map registry name for attentions that take one (``linear``; in a hybrid
+            stack, the layers whose attention takes one); None keeps the attention's default.
         feature_map_kwargs: extra arguments of the feature map, e.g. ``{n_features: 64}``.
         d_ff: feed-forward hidden size (>= 1); None uses 4 * d_model.
         activation: feed-forward non-linearity.
@@ -43,8 +49,8 @@ class EncoderConfig:
     d_model: int = 128
     n_layers: int = 4
     n_heads: int = 4
-    attention: AttentionName = AttentionName("linear")
-    attention_kwargs: dict[str, Any] | None = None
+    attention: AttentionName | list[AttentionName] = AttentionName("linear")
+    attention_kwargs: dict[str, Any] | list[dict[str, Any] | None] | None = None
     feature_map: FeatureMapName | None = None
     feature_map_kwargs: dict[str, Any] | None = None
     d_ff: int | None = None
@@ -55,7 +61,7 @@ class EncoderConfig:
 
     def __post_init__(self) -> None:
         # Plain strings, so checkpoints holding this config load with torch.load(weights_only=True).
-        object.__setattr__(self, "attention", str(self.attention))
+        object.__setattr__(self, "attention", resolve_names(ATTENTIONS, self.attention, "encoder.attention"))
         if self.feature_map is not None:
             object.__setattr__(self, "feature_map", str(self.feature_map))
         self._check()
@@ -77,10 +83,24 @@ class EncoderConfig:
                              "set norm: pre or reversible: false")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"encoder: dropout must be in [0, 1), got {self.dropout}")
-        misplaced = [key for key in FEATURE_MAP_KEYS if key in (self.attention_kwargs or {})]
+        if isinstance(self.attention, list):
+            expand_pattern(self.attention, self.n_layers, "encoder.attention")
+        layer_kwargs = self.attention_kwargs_per_layer
+        misplaced = [key for key in FEATURE_MAP_KEYS if any(key in kwargs for kwargs in layer_kwargs)]
         if misplaced:
             raise ValueError(f"encoder: give {', '.join(misplaced)} as encoder.{misplaced[0]}, not inside "
                              "encoder.attention_kwargs")
+
+    @property
+    def attention_per_layer(self) -> list[str]:
+        """The attention name of each layer, the pattern of a list repeated to ``n_layers``."""
+        names = self.attention if isinstance(self.attention, list) else [self.attention]
+        return expand_pattern(names, self.n_layers, "encoder.attention")
+
+    @property
+    def attention_kwargs_per_layer(self) -> list[dict[str, Any]]:
+        """The attention arguments of each layer (``attention_kwargs`` resolved per layer)."""
+        return options_per_layer(self.attention_kwargs, self.attention, self.n_layers, "encoder.attention_kwargs")
 
     @property
     def head_dim(self) -> int:

@@ -18,6 +18,11 @@ from lintf.registry import ATTENTIONS, FEATURE_MAPS, accepted_arguments, build_a
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU}  # keys: encoder_config.ACTIVATION_NAMES
 
 
+def takes_feature_map(name: str) -> bool:
+    """Whether attention ``name`` has a feature map (``feature_map`` among its arguments)."""
+    return "feature_map" in accepted_arguments(ATTENTIONS.get(name))
+
+
 def build_head_attention(
     name: str,
     head_dim: int,
@@ -28,8 +33,8 @@ def build_head_attention(
     """Build attention ``name`` for one layer, routing the feature map to attentions that take one."""
     kwargs = dict(attention_kwargs or {})
     if feature_map is not None or feature_map_kwargs:
-        if "feature_map" not in accepted_arguments(ATTENTIONS.get(name)):
-            takers = [n for n in ATTENTIONS.names() if "feature_map" in accepted_arguments(ATTENTIONS.get(n))]
+        if not takes_feature_map(name):
+            takers = [n for n in ATTENTIONS.names() if takes_feature_map(n)]
             raise ValueError(
                 f"attention {name!r} takes no feature map, but feature_map={feature_map!r} / "
                 f"feature_map_kwargs={feature_map_kwargs!r} were given; attentions with a feature map: "
@@ -41,6 +46,19 @@ def build_head_attention(
         if feature_map_kwargs:
             kwargs["feature_map_kwargs"] = feature_map_kwargs
     return build_attention(name, head_dim=head_dim, **kwargs)
+
+
+def build_layer_attentions(config: EncoderConfig) -> list[Attention]:
+    """One attention per layer of ``config``; in a hybrid stack the feature map goes to the layers that take one."""
+    names = config.attention_per_layer
+    routed = [takes_feature_map(name) for name in names]
+    if not any(routed):  # no layer takes it: build_head_attention refuses a given feature map, naming the takers
+        routed = [True] * len(names)
+    return [
+        build_head_attention(name, config.head_dim, kwargs, config.feature_map if route else None,
+                             config.feature_map_kwargs if route else None)
+        for name, kwargs, route in zip(names, config.attention_kwargs_per_layer, routed)
+    ]
 
 
 Stream = Tensor | tuple[Tensor, Tensor]  # the residual stream: x, or the pair (X1, X2) when reversible
@@ -146,7 +164,7 @@ class TransformerLayer(nn.Module):
 
 
 class TransformerEncoder(nn.Module):
-    """A stack of transformer layers whose attention is chosen by registry name.
+    """A stack of transformer layers whose attention is chosen by registry name, per layer in a hybrid stack.
 
     The same weights run in parallel (``forward``) or one position at a time (``step``), so a
     model trained with causal linear attention samples as an RNN with O(1) memory per token.
@@ -165,16 +183,14 @@ class TransformerEncoder(nn.Module):
             TransformerLayer(
                 config.d_model,
                 config.n_heads,
-                build_head_attention(
-                    config.attention, config.head_dim, config.attention_kwargs, config.feature_map, config.feature_map_kwargs
-                ),
+                attention,
                 config.feed_forward_dim,
                 config.activation,
                 config.dropout,
                 config.norm,
                 config.reversible,
             )
-            for _ in range(config.n_layers)
+            for attention in build_layer_attentions(config)
         )
         self.final_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
 

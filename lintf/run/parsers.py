@@ -26,7 +26,7 @@ from jsonargparse import ArgumentParser, DefaultHelpFormatter
 from lightning.pytorch.cli import LightningArgumentParser
 
 NOISE = re.compile(
-    r"^(Does not validate against any of the|Subtypes:|Errors:|Expected a <class 'NoneType'>|Given value|"
+    r"^(Does not validate against any of the|Subtypes:|Errors:|Expected a <class '\w+'>|Given value|"
     r"Parser key \"|Problem with given class_path|tip: )"
 )
 NOT_OF_TYPE = re.compile(r"^Not of type \w+: ")
