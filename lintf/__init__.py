@@ -6,6 +6,7 @@ Importing the package registers every built-in attention and feature map.
 from lintf import attention as _attention  # noqa: F401  (registers built-in attentions)
 from lintf import feature_maps as _feature_maps  # noqa: F401  (registers built-in feature maps)
 from lintf import heads as _heads  # noqa: F401  (registers built-in output heads)
+from lintf import layers as _layers  # noqa: F401  (registers built-in layer recipes)
 from lintf.registry import (
     build_attention,
     build_feature_map,

@@ -13,7 +13,7 @@ from lintf.attention.base import Attention, State
 from lintf.models.attention_layer import MultiHeadAttention
 from lintf.models.encoder_config import EncoderConfig
 from lintf.models.reversible import ReversibleBlock, reversible_sequence
-from lintf.registry import ATTENTIONS, FEATURE_MAPS, accepted_arguments, build_attention
+from lintf.registry import ATTENTIONS, FEATURE_MAPS, LAYERS, accepted_arguments, build_attention
 
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU}  # keys: encoder_config.ACTIVATION_NAMES
 
@@ -48,17 +48,23 @@ def build_head_attention(
     return build_attention(name, head_dim=head_dim, **kwargs)
 
 
-def build_layer_attentions(config: EncoderConfig) -> list[Attention]:
-    """One attention per layer of ``config``; in a hybrid stack the feature map goes to the layers that take one."""
-    names = config.attention_per_layer
-    routed = [takes_feature_map(name) for name in names]
+def build_mixers(config: EncoderConfig) -> list[Attention | nn.Module]:
+    """Each layer's token mixer: its attention (wrapped in projections by the layer) or its layer recipe.
+
+    In a hybrid stack the feature map goes to the projection layers whose attention takes one.
+    """
+    names, kinds = config.attention_per_layer, config.layer_per_layer
+    routed = [kind == "projections" and takes_feature_map(name) for name, kind in zip(names, kinds)]
     if not any(routed):  # no layer takes it: build_head_attention refuses a given feature map, naming the takers
-        routed = [True] * len(names)
-    return [
-        build_head_attention(name, config.head_dim, kwargs, config.feature_map if route else None,
-                             config.feature_map_kwargs if route else None)
-        for name, kwargs, route in zip(names, config.attention_kwargs_per_layer, routed)
-    ]
+        routed = [kind == "projections" for kind in kinds]
+    mixers: list[Attention | nn.Module] = []
+    for name, kind, kwargs, route in zip(names, kinds, config.attention_kwargs_per_layer, routed):
+        if kind == "recipe":
+            mixers.append(LAYERS.build(name, d_model=config.d_model, n_heads=config.n_heads, **kwargs))
+        else:
+            mixers.append(build_head_attention(name, config.head_dim, kwargs, config.feature_map if route else None,
+                                               config.feature_map_kwargs if route else None))
+    return mixers
 
 
 Stream = Tensor | tuple[Tensor, Tensor]  # the residual stream: x, or the pair (X1, X2) when reversible
@@ -73,7 +79,8 @@ class TransformerLayer(nn.Module):
     Args:
         d_model: model width.
         n_heads: attention heads.
-        attention: built attention for head_dim = d_model // n_heads.
+        attention: built attention for head_dim = d_model // n_heads, which the layer surrounds with
+            projections (``MultiHeadAttention``); or a layer recipe (``lintf.layers``), used as it is.
         d_ff: feed-forward hidden size.
         activation: feed-forward non-linearity.
         dropout: dropout on the residual branches and inside the feed-forward.
@@ -85,7 +92,7 @@ class TransformerLayer(nn.Module):
         self,
         d_model: int,
         n_heads: int,
-        attention: Attention,
+        attention: Attention | nn.Module,
         d_ff: int,
         activation: Literal["gelu", "relu", "silu"],
         dropout: float,
@@ -93,7 +100,8 @@ class TransformerLayer(nn.Module):
         reversible: bool = False,
     ) -> None:
         super().__init__()
-        self.attention = MultiHeadAttention(d_model, n_heads, attention)
+        recipe = not isinstance(attention, Attention)
+        self.attention = attention if recipe else MultiHeadAttention(d_model, n_heads, attention)
         self.feed_forward = nn.Sequential(
             nn.Linear(d_model, d_ff), ACTIVATIONS[activation](), nn.Dropout(dropout), nn.Linear(d_ff, d_model)
         )
@@ -190,7 +198,7 @@ class TransformerEncoder(nn.Module):
                 config.norm,
                 config.reversible,
             )
-            for attention in build_layer_attentions(config)
+            for attention in build_mixers(config)
         )
         self.final_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
 
@@ -245,7 +253,7 @@ class TransformerEncoder(nn.Module):
         this rank's share: sum them across the group (DDP does) for the whole sequence's.
         """
         for layer in self.layers:
-            layer.attention.attention.use_sequence_parallel(group)
+            layer.attention.use_sequence_parallel(group)
 
     def prefill(self, x: Tensor, state: Sequence[State] | None = None) -> tuple[Tensor, tuple[State, ...]]:
         """Run a prompt x (B, N, d_model) in one parallel causal pass; its outputs and the states ``step`` continues."""

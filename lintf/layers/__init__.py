@@ -1,0 +1,11 @@
+"""Layer recipes: the projections, short convolutions, gates and norm that today's recurrent layers put
+around their op, one class per attention name (``encoder.layer: recipe``). Importing registers them."""
+
+from lintf.layers.delta_net import DeltaNetLayer
+from lintf.layers.delta_rule_layer import DeltaLayerState, DeltaRuleLayer
+from lintf.layers.gated_delta_net import GatedDeltaNetLayer
+from lintf.layers.gated_rms_norm import GatedRMSNorm
+from lintf.layers.short_conv import ShortConvolution
+
+__all__ = ["DeltaLayerState", "DeltaNetLayer", "DeltaRuleLayer", "GatedDeltaNetLayer", "GatedRMSNorm",
+           "ShortConvolution"]
