@@ -2,10 +2,11 @@
 around their op, one class per attention name (``encoder.layer: recipe``). Importing registers them."""
 
 from lintf.layers.delta_net import DeltaNetLayer
-from lintf.layers.delta_rule_layer import DeltaLayerState, DeltaRuleLayer
+from lintf.layers.delta_rule_layer import DeltaRuleLayer
 from lintf.layers.gated_delta_net import GatedDeltaNetLayer
 from lintf.layers.gated_rms_norm import GatedRMSNorm
+from lintf.layers.recipe import RecipeLayer, RecipeState
 from lintf.layers.short_conv import ShortConvolution
 
-__all__ = ["DeltaLayerState", "DeltaNetLayer", "DeltaRuleLayer", "GatedDeltaNetLayer", "GatedRMSNorm",
+__all__ = ["DeltaNetLayer", "DeltaRuleLayer", "GatedDeltaNetLayer", "GatedRMSNorm", "RecipeLayer", "RecipeState",
            "ShortConvolution"]

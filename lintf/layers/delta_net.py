@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from lintf.layers.delta_rule_layer import DeltaRuleLayer, QKActivation, width
+from lintf.layers.delta_rule_layer import DeltaRuleLayer, QKActivation
+from lintf.layers.recipe import width
 from lintf.registry import register_layer
 
 

@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lintf.layers.delta_rule_layer import DeltaRuleLayer, width
+from lintf.layers.delta_rule_layer import DeltaRuleLayer
+from lintf.layers.recipe import width
 from lintf.registry import register_layer
 
 TIME_STEP_RANGE = (0.001, 0.1)
