@@ -52,11 +52,12 @@ class DeltaRuleLayer(RecipeLayer):
         if value_heads % positive_int(owner, "n_heads", n_heads):
             raise ValueError(f"{owner}: n_value_heads ({value_heads}) must be a multiple of n_heads ({n_heads})")
         if qk_activation not in QK_ACTIVATIONS:
-            raise ValueError(f"{owner}: qk_activation must be one of {', '.join(QK_ACTIVATIONS)}, got {qk_activation!r}")
+            raise ValueError(f"{owner}: qk_activation must be one of {', '.join(QK_ACTIVATIONS)}, "
+                             f"got {qk_activation!r}")
         if qk_norm not in ("l2", "sum"):
             raise ValueError(f"{owner}: qk_norm must be 'l2' or 'sum', got {qk_norm!r}")
-        super().__init__(d_model, (n_heads, n_heads, value_heads), key_dim, value_dim, short_conv, conv_bias, None,
-                         output_gate, norm_eps)
+        super().__init__(d_model, (n_heads, n_heads, value_heads), key_dim, value_dim, short_conv, conv_bias,
+                         (None, None, "silu"), output_gate, norm_eps)
         self.n_heads, self.n_value_heads = n_heads, value_heads
         self.qk_activation, self.qk_norm, self.negative_eigenvalues = qk_activation, qk_norm, bool(negative_eigenvalues)
         self.b_proj = nn.Linear(d_model, value_heads, bias=False) if learned_beta else None

@@ -3,7 +3,7 @@
 For each position x_t (d_model), with q, k, v heads of widths Dk, Dk, Dv (fewer q/k heads than value
 heads, or fewer k/v heads than query heads, are repeated to the op's heads H: grouped heads):
 
-    q, k, v = conv(W_q x), conv(W_k x), silu(conv(W_v x))      (causal depthwise, K positions; optional)
+    q, k, v = act(conv(W_q x)), act(conv(W_k x)), act(conv(W_v x))   (causal depthwise, K positions; optional)
     o       = the subclass's recurrence over (q, k, v) and its gates read from x      (B, H, N, Dv)
     y_t     = W_o [RMSNorm(o_t) * w (* silu(W_g x_t) with an output gate)]
 
@@ -23,6 +23,8 @@ from lintf.attention.state import check_state
 from lintf.layers.gated_rms_norm import GatedRMSNorm
 from lintf.layers.short_conv import ShortConvolution
 from lintf.ops import accumulation_dtype
+
+Activation = Literal["silu"] | None
 
 
 class RecipeState(NamedTuple):
@@ -65,14 +67,14 @@ class RecipeLayer(nn.Module):
         value_dim: Dv, each value head's width.
         short_conv: K, the short convolution's kernel size; None: no convolution.
         conv_bias: a bias in the short convolutions.
-        qk_conv_activation: "silu" after the q and k convolutions (or in their place without one), or None.
+        activations: "silu" or None for q, k and v, after their convolutions (or in their place without one).
         output_gate: gate the output RMSNorm by silu of a projection of the input.
         norm_eps: the output RMSNorm's epsilon.
     """
 
     def __init__(
         self, d_model: int, heads: tuple[int, int, int], key_dim: int, value_dim: int, short_conv: int | None,
-        conv_bias: bool, qk_conv_activation: Literal["silu"] | None, output_gate: bool, norm_eps: float,
+        conv_bias: bool, activations: tuple[Activation, Activation, Activation], output_gate: bool, norm_eps: float,
     ) -> None:
         super().__init__()
         owner = type(self).__name__
@@ -80,12 +82,11 @@ class RecipeLayer(nn.Module):
         self.op_heads = max(self.heads)
         if any(self.op_heads % count for count in self.heads):
             raise ValueError(f"{owner}: the query, key and value heads {self.heads} must each divide the largest")
-        self.key_dim, self.value_dim, self.qk_conv_activation = key_dim, value_dim, qk_conv_activation
+        self.key_dim, self.value_dim, self.activations = key_dim, value_dim, activations
         self.widths = (self.heads[0] * key_dim, self.heads[1] * key_dim, self.heads[2] * value_dim)
         self.q_proj, self.k_proj, self.v_proj = (nn.Linear(d_model, size, bias=False) for size in self.widths)
         self.conv_window = 0 if short_conv is None else positive_int(owner, "short_conv", short_conv) - 1
         if short_conv is not None:
-            activations = (qk_conv_activation, qk_conv_activation, "silu")
             self.q_conv1d, self.k_conv1d, self.v_conv1d = (
                 ShortConvolution(size, short_conv, conv_bias, activation=act) for size, act in zip(self.widths,
                                                                                                  activations))
@@ -119,7 +120,7 @@ class RecipeLayer(nn.Module):
         projected = getattr(self, f"{name}_proj")(x)
         if hasattr(self, f"{name}_conv1d"):
             return getattr(self, f"{name}_conv1d")(projected, cache)
-        activation = "silu" if name == "v" else self.qk_conv_activation
+        activation = self.activations["qkv".index(name)]
         return (F.silu(projected) if activation == "silu" else projected), cache
 
     def _heads(self, x: Tensor, heads: int) -> Tensor:

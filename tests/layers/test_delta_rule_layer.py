@@ -141,7 +141,7 @@ def test_refusals_say_what_is_allowed():
     with pytest.raises(ValueError, match=r"state.q_conv must be a torch.float64 tensor of shape \(1, 12, 3\)"):
         layer(x, causal=True, state=layer.init_state(2, dtype=torch.float64))
     with pytest.raises(ValueError, match="layer 'recipe' for attention linear, which has none; attentions with a "
-                                         "layer recipe: delta_net, gated_delta_net"):
+                                         "layer recipe: delta_net, gated_delta_net, gla"):
         EncoderConfig(d_model=8, n_heads=2, n_layers=2, attention=["gated_delta_net", "linear"], layer="recipe")
     with pytest.raises(ValueError, match="unknown layer 'fla'; choose projections or recipe"):
         EncoderConfig(d_model=8, n_heads=2, layer="fla")
@@ -151,7 +151,8 @@ def test_the_encoder_mixes_recipe_and_projection_layers():
     config = EncoderConfig(d_model=D_MODEL, n_heads=2, n_layers=4, dropout=0.0, attention=["gated_delta_net", "local"],
                            layer=["recipe", "projections"], attention_kwargs={"gated_delta_net": {"expand_v": 1.0}})
     model = TransformerEncoder(config).double().eval()
-    assert [type(layer.attention).__name__ for layer in model.layers] == ["GatedDeltaNetLayer", "MultiHeadAttention"] * 2
+    kinds = [type(layer.attention).__name__ for layer in model.layers]
+    assert kinds == ["GatedDeltaNetLayer", "MultiHeadAttention"] * 2
     assert model.layers[0].attention.value_dim == D_MODEL // 2
     default = TransformerEncoder(EncoderConfig(d_model=D_MODEL, n_heads=2, n_layers=1))
     assert {key for key in default.state_dict() if ".attention." in key} == {

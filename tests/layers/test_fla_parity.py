@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lintf.layers import DeltaNetLayer, GatedDeltaNetLayer
+from lintf.layers import DeltaNetLayer, GatedDeltaNetLayer, GLALayer
 
 fla_layers = pytest.importorskip(
     "fla.layers", reason="flash-linear-attention (pip install flash-linear-attention, with triton) is not installed; "
@@ -61,11 +61,18 @@ def naive_delta_rule(q, k, v, beta, initial_state=None, output_final_state=False
     return out.transpose(1, 2), state if output_final_state else None
 
 
+def naive_gla(q, k, v, gk=None, g=None, initial_state=None, output_final_state=False, **unused):
+    from fla.ops.gla.naive import naive_recurrent_gla
+
+    return naive_recurrent_gla(q, k, v, gk if gk is not None else g, initial_state, output_final_state)
+
+
 @pytest.fixture
 def naive_fla(monkeypatch):
     """FLA's layers with every Triton kernel replaced by its naive form."""
     import fla.layers.delta_net as delta_net
     import fla.layers.gated_deltanet as gated_deltanet
+    import fla.layers.gla as gla
     from fla.modules import FusedRMSNormGated, RMSNorm, ShortConvolution
     from fla.modules.norm.layernorm import rms_norm_ref
     from fla.modules.norm.layernorm_gated import rms_norm_ref as gated_rms_norm_ref
@@ -80,7 +87,17 @@ def naive_fla(monkeypatch):
         monkeypatch.setattr(gated_deltanet, name, naive_gated_delta_rule)
     for name in ("chunk_delta_rule", "fused_recurrent_delta_rule"):
         monkeypatch.setattr(delta_net, name, naive_delta_rule)
+    for name in ("chunk_gla", "fused_chunk_gla", "fused_recurrent_gla"):
+        monkeypatch.setattr(gla, name, naive_gla)
     return fla_layers
+
+
+def rename(key: str) -> str:
+    """FLA's parameter name -> the recipe's: the same but for GLA's output norm."""
+    for fla_norm in ("g_norm_swish_gate.", "g_norm."):
+        if key.startswith(fla_norm):
+            return "o_norm." + key.removeprefix(fla_norm)
+    return key
 
 
 CASES = {
@@ -91,6 +108,12 @@ CASES = {
     "gated_delta_net without gate": ("GatedDeltaNet", dict(head_dim=8, num_heads=2, use_gate=False),
                                      GatedDeltaNetLayer, dict(head_dim=8, output_gate=False)),
     "delta_net": ("DeltaNet", dict(num_heads=2), DeltaNetLayer, {}),
+    "gla": ("GatedLinearAttention", dict(num_heads=2), GLALayer, {}),
+    "gla grouped, conv, relu, clamp, no gate": (
+        "GatedLinearAttention", dict(num_heads=2, num_kv_heads=1, use_short_conv=True, feature_map="relu",
+                                     clamp_min=-0.05, use_output_gate=False, expand_k=1.0),
+        GLALayer, dict(n_kv_heads=1, short_conv=4, feature_map="relu", clamp_min=-0.05, output_gate=False,
+                       expand_k=1.0)),
     "delta_net gated, elu, sum": ("DeltaNet", dict(num_heads=2, use_gate=True, qk_activation="elu", qk_norm="sum"),
                                   DeltaNetLayer, dict(output_gate=True, qk_activation="elu", qk_norm="sum")),
 }
@@ -102,9 +125,11 @@ def test_the_recipe_with_fla_weights_gives_fla_outputs(case, naive_fla):
     torch.manual_seed(0)
     reference = getattr(naive_fla, fla_name)(hidden_size=32, **fla_options).eval()
     with torch.no_grad():  # non-trivial norms, so a dropped weight shows
-        reference.o_norm.weight.uniform_(0.5, 1.5)
+        for name, parameter in reference.named_parameters():
+            if "norm" in name:
+                parameter.uniform_(0.5, 1.5)
     layer = cls(32, 2, **options)
-    layer.load_state_dict(reference.state_dict())  # the same parameter names and shapes
+    layer.load_state_dict({rename(key): value for key, value in reference.state_dict().items()})
     x = torch.randn(2, 9, 32)
     with torch.no_grad():
         expected = reference(x)[0]
