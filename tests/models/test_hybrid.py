@@ -13,6 +13,7 @@ from lintf.registry import UnknownNameError
 
 SMALL = dict(d_model=16, n_heads=2, dropout=0.0)
 PATTERN = ["gated_delta_net", "linear", "local"]
+WITH_RECIPE = ["recipe", "projections", "projections"]  # the first layer is a layer recipe (lintf.layers)
 
 
 def hybrid(n_layers: int = 3, **options) -> TransformerEncoder:
@@ -41,9 +42,10 @@ def test_each_layer_gets_its_attention_and_options():
     assert [layer.attention.attention.window for layer in TransformerEncoder(per_layer).layers] == [2, 5]
 
 
+@pytest.mark.parametrize("layer", ["projections", WITH_RECIPE])
 @pytest.mark.parametrize("norm", ["pre", "post"])
-def test_recurrent_step_equals_the_parallel_forward(norm):
-    model = hybrid(norm=norm)
+def test_recurrent_step_equals_the_parallel_forward(norm, layer):
+    model = hybrid(norm=norm, layer=layer)
     x = torch.randn(2, 10, 16, dtype=torch.float64)
     with torch.no_grad():
         parallel = model(x, causal=True)
@@ -62,7 +64,7 @@ def test_feature_map_goes_to_the_layers_that_take_one():
 
 
 def test_a_checkpoint_round_trip_restores_the_stack_and_its_states():
-    trained = hybrid()
+    trained = hybrid(layer=WITH_RECIPE)
     buffer = io.BytesIO()
     torch.save({"encoder": trained.config.to_dict(), "state_dict": trained.state_dict()}, buffer)
     buffer.seek(0)

@@ -14,7 +14,7 @@ from lintf.tasks.stream_lm import detach_state
 
 ENCODER = EncoderConfig(d_model=16, n_layers=2, n_heads=2, dropout=0.0)
 HYBRID = EncoderConfig(d_model=16, n_layers=2, n_heads=2, dropout=0.0, attention=["gated_delta_net", "local"],
-                       attention_kwargs={"local": {"window": 3}})
+                       attention_kwargs={"local": {"window": 3}}, layer=["recipe", "projections"])
 
 
 def losses_of_second_segment(
