@@ -157,3 +157,11 @@ def test_the_encoder_mixes_recipe_and_projection_layers():
     default = TransformerEncoder(EncoderConfig(d_model=D_MODEL, n_heads=2, n_layers=1))
     assert {key for key in default.state_dict() if ".attention." in key} == {
         f"layers.0.attention.{name}.{kind}" for name in ("query", "key", "value", "out") for kind in ("weight", "bias")}
+
+
+def test_a_recipe_layer_refuses_to_split_a_sequence_across_ranks():
+    model = TransformerEncoder(EncoderConfig(d_model=D_MODEL, n_heads=2, n_layers=1, attention="gated_delta_net",
+                                             layer="recipe"))
+    model.use_sequence_parallel(None)
+    with pytest.raises(ValueError, match="GatedDeltaNetLayer cannot split a sequence across ranks"):
+        model.use_sequence_parallel(object())
