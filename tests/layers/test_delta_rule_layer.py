@@ -140,9 +140,9 @@ def test_refusals_say_what_is_allowed():
         DeltaNetLayer(D_MODEL, 2, qk_activation="tanh")
     with pytest.raises(ValueError, match=r"state.q_conv must be a torch.float64 tensor of shape \(1, 12, 3\)"):
         layer(x, causal=True, state=layer.init_state(2, dtype=torch.float64))
-    with pytest.raises(ValueError, match="layer 'recipe' for attention linear, which has none; attentions with a "
-                                         "layer recipe: delta_net, gated_delta_net, gla"):
-        EncoderConfig(d_model=8, n_heads=2, n_layers=2, attention=["gated_delta_net", "linear"], layer="recipe")
+    with pytest.raises(ValueError, match="layer 'recipe' for attention softmax, which has none; attentions with a "
+                                         "layer recipe: delta_net, gated_delta_net, gla, linear"):
+        EncoderConfig(d_model=8, n_heads=2, n_layers=2, attention=["gated_delta_net", "softmax"], layer="recipe")
     with pytest.raises(ValueError, match="unknown layer 'fla'; choose projections or recipe"):
         EncoderConfig(d_model=8, n_heads=2, layer="fla")
 

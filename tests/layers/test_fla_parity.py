@@ -1,11 +1,12 @@
-"""The layer recipes against flash-linear-attention's layers, with FLA's weights copied in.
+"""The layer recipes against flash-linear-attention's layers (0.6.0), with FLA's weights copied in.
 
 FLA's Triton kernels cannot run on a CPU, so its recurrences, short convolution and norms are swapped
 for FLA's own naive forms (``naive_recurrent_gated_delta_rule``, ``delta_rule_recurrence``,
-``rms_norm_ref``, the gate's ``naive_gdn_gate``) and, for the convolution, which has none, the plain
-depthwise ``conv1d`` that its ``ShortConvolution`` (an ``nn.Conv1d``) parameterises. Without
-``flash-linear-attention`` (it needs triton) the test skips; ``test_delta_rule_layer.py`` checks the
-layers against their written equations either way.
+``naive_recurrent_gla``, ``naive_recurrent_linear_attn``, ``rms_norm_ref``, the gate's
+``naive_gdn_gate``) and, for the convolution, which has none, the plain depthwise ``conv1d`` that its
+``ShortConvolution`` (an ``nn.Conv1d``) parameterises. Without ``flash-linear-attention`` (it needs
+triton) the test skips; test_delta_rule_layer.py, test_gla_layer.py and test_linear_layer.py check
+the layers against their written equations either way.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lintf.layers import DeltaNetLayer, GatedDeltaNetLayer, GLALayer
+from lintf.layers import DeltaNetLayer, GatedDeltaNetLayer, GLALayer, LinearLayer
 
 fla_layers = pytest.importorskip(
     "fla.layers", reason="flash-linear-attention (pip install flash-linear-attention, with triton) is not installed; "
-    "the recipes are checked against their written equations in test_delta_rule_layer.py")
+    "the recipes are checked against their written equations in test_delta_rule_layer.py, "
+    "test_gla_layer.py and test_linear_layer.py")
 
 
 def naive_short_conv(self, x, cache=None, output_final_state=False, cu_seqlens=None, **unused):
@@ -61,6 +63,12 @@ def naive_delta_rule(q, k, v, beta, initial_state=None, output_final_state=False
     return out.transpose(1, 2), state if output_final_state else None
 
 
+def naive_linear(q, k, v, scale=None, initial_state=None, output_final_state=False, normalize=False, **unused):
+    from fla.ops.linear_attn.naive import naive_recurrent_linear_attn
+
+    return naive_recurrent_linear_attn(q, k, v, scale, initial_state, output_final_state, normalize)
+
+
 def naive_gla(q, k, v, gk=None, g=None, initial_state=None, output_final_state=False, **unused):
     from fla.ops.gla.naive import naive_recurrent_gla
 
@@ -73,6 +81,7 @@ def naive_fla(monkeypatch):
     import fla.layers.delta_net as delta_net
     import fla.layers.gated_deltanet as gated_deltanet
     import fla.layers.gla as gla
+    import fla.layers.linear_attn as linear_attn
     from fla.modules import FusedRMSNormGated, RMSNorm, ShortConvolution
     from fla.modules.norm.layernorm import rms_norm_ref
     from fla.modules.norm.layernorm_gated import rms_norm_ref as gated_rms_norm_ref
@@ -89,12 +98,14 @@ def naive_fla(monkeypatch):
         monkeypatch.setattr(delta_net, name, naive_delta_rule)
     for name in ("chunk_gla", "fused_chunk_gla", "fused_recurrent_gla"):
         monkeypatch.setattr(gla, name, naive_gla)
+    for name in ("chunk_linear_attn", "fused_chunk_linear_attn", "fused_recurrent_linear_attn"):
+        monkeypatch.setattr(linear_attn, name, naive_linear, raising=False)
     return fla_layers
 
 
 def rename(key: str) -> str:
-    """FLA's parameter name -> the recipe's: the same but for GLA's output norm."""
-    for fla_norm in ("g_norm_swish_gate.", "g_norm."):
+    """FLA's parameter name -> the recipe's: the same but for GLA's and LinearAttention's output norm."""
+    for fla_norm in ("g_norm_swish_gate.", "g_norm.", "norm."):
         if key.startswith(fla_norm):
             return "o_norm." + key.removeprefix(fla_norm)
     return key
@@ -109,6 +120,12 @@ CASES = {
                                      GatedDeltaNetLayer, dict(head_dim=8, output_gate=False)),
     "delta_net": ("DeltaNet", dict(num_heads=2), DeltaNetLayer, {}),
     "gla": ("GatedLinearAttention", dict(num_heads=2), GLALayer, {}),
+    "linear": ("LinearAttention", dict(num_heads=2), LinearLayer, {}),
+    "linear tied, sum norms, grouped, elu": (
+        "LinearAttention", dict(num_heads=2, num_kv_heads=1, feature_map="elu", norm_q=True, norm_k=True),
+        LinearLayer, dict(n_kv_heads=1, feature_map="elu", norm_q=True, norm_k=True)),
+    "linear tied maps": ("LinearAttention", dict(num_heads=2, tie_feature_map_qk=True), LinearLayer,
+                         dict(tie_feature_map_qk=True)),
     "gla grouped, conv, relu, clamp, no gate": (
         "GatedLinearAttention", dict(num_heads=2, num_kv_heads=1, use_short_conv=True, feature_map="relu",
                                      clamp_min=-0.05, use_output_gate=False, expand_k=1.0),
