@@ -55,8 +55,11 @@ def build_mixers(config: EncoderConfig) -> list[Attention | nn.Module]:
     """
     names, kinds = config.attention_per_layer, config.layer_per_layer
     routed = [kind == "projections" and takes_feature_map(name) for name, kind in zip(names, kinds)]
-    if not any(routed):  # no layer takes it: build_head_attention refuses a given feature map, naming the takers
-        routed = [kind == "projections" for kind in kinds]
+    if (config.feature_map is not None or config.feature_map_kwargs) and not any(routed):
+        routed = [kind == "projections" for kind in kinds]  # build_head_attention refuses it, naming the takers
+        if not any(routed):
+            raise ValueError("encoder: feature_map / feature_map_kwargs apply to layers with projections, but every "
+                             "layer is a layer recipe; give a recipe's own feature map in attention_kwargs")
     mixers: list[Attention | nn.Module] = []
     for name, kind, kwargs, route in zip(names, kinds, config.attention_kwargs_per_layer, routed):
         if kind == "recipe":

@@ -143,6 +143,11 @@ def test_refusals_say_what_is_allowed():
     with pytest.raises(ValueError, match="layer 'recipe' for attention softmax, which has none; attentions with a "
                                          "layer recipe: delta_net, gated_delta_net, gla, linear"):
         EncoderConfig(d_model=8, n_heads=2, n_layers=2, attention=["gated_delta_net", "softmax"], layer="recipe")
+    with pytest.raises(ValueError, match="every layer is a layer recipe; give a recipe's own feature map"):
+        TransformerEncoder(EncoderConfig(d_model=8, n_heads=2, attention="gla", layer="recipe", feature_map="relu"))
+    with pytest.raises(TypeError, match="layer recipe 'gla'.*got unknown argument.*gate_low_rank_dim.*gate_rank"):
+        TransformerEncoder(EncoderConfig(d_model=8, n_heads=2, attention="gla", layer="recipe",
+                                         attention_kwargs={"gate_low_rank_dim": 4}))
     with pytest.raises(ValueError, match="unknown layer 'fla'; choose projections or recipe"):
         EncoderConfig(d_model=8, n_heads=2, layer="fla")
 
