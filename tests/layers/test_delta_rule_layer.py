@@ -170,3 +170,9 @@ def test_a_recipe_layer_refuses_to_split_a_sequence_across_ranks():
     model.use_sequence_parallel(None)
     with pytest.raises(ValueError, match="GatedDeltaNetLayer cannot split a sequence across ranks"):
         model.use_sequence_parallel(object())
+
+
+def test_the_registry_lists_the_recipes():
+    import lintf
+
+    assert lintf.list_layers() == ["delta_net", "gated_delta_net", "gla", "linear"]
