@@ -9,6 +9,7 @@ registers lintf's model, config and tokenizer with ``transformers``' Auto classe
 from lintf import attention as _attention  # noqa: F401  (registers built-in attentions)
 from lintf import feature_maps as _feature_maps  # noqa: F401  (registers built-in feature maps)
 from lintf import heads as _heads  # noqa: F401  (registers built-in output heads)
+from lintf import layers as _layers  # noqa: F401  (registers built-in layer recipes)
 from lintf.hf.registration import register_when_imported
 from lintf.plugins import load_entry_point_plugins
 from lintf.registry import (
@@ -18,6 +19,7 @@ from lintf.registry import (
     list_attentions,
     list_feature_maps,
     list_heads,
+    list_layers,
     register_attention,
     register_feature_map,
     register_head,
@@ -37,6 +39,7 @@ __all__ = [
     "list_attentions",
     "list_feature_maps",
     "list_heads",
+    "list_layers",
     "register_attention",
     "register_feature_map",
     "register_head",

@@ -49,7 +49,7 @@ def resolve_name(registry: Registry, value: object) -> str:
             return name
         if cls is not None:
             raise ValueError(
-                f"{value} is not a registered {registry.kind}; decorate it with @register_{registry.kind.replace(' ', '_')}"
+                f"{value!r} is not a registered {registry.kind}; decorate it with @register_{registry.kind.replace(' ', '_')}"
                 f"(\"name\") or use a known {registry.kind} name: {known}"
             )
     raise ValueError(f"unknown {registry.kind} {value!r}; known {registry.kind} names: {known}")

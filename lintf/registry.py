@@ -148,6 +148,8 @@ def check_kwargs(cls: type, kwargs: dict[str, Any], what: str) -> None:
 ATTENTIONS: Registry[Any] = Registry("attention")
 FEATURE_MAPS: Registry[Any] = Registry("feature map")
 HEADS: Registry[Any] = Registry("output head")
+LAYERS: Registry[Any] = Registry("layer recipe")
+"""Layer recipes by the attention name they serve (``encoder.layer: recipe``): ``lintf.layers``."""
 
 
 def register_attention(name: str, *, override: bool = False) -> Callable[[type[T]], type[T]]:
@@ -158,6 +160,16 @@ def register_attention(name: str, *, override: bool = False) -> Callable[[type[T
 def register_feature_map(name: str, *, override: bool = False) -> Callable[[type[T]], type[T]]:
     """Class decorator adding a feature map (phi) under ``name``."""
     return FEATURE_MAPS.register(name, override=override)
+
+
+def register_layer(name: str, *, override: bool = False) -> Callable[[type[T]], type[T]]:
+    """Class decorator adding the layer recipe of attention ``name`` (projections, convolutions, gates, norm)."""
+    return LAYERS.register(name, override=override)
+
+
+def list_layers() -> list[str]:
+    """Sorted names of the attentions that have a layer recipe."""
+    return LAYERS.names()
 
 
 def list_attentions() -> list[str]:

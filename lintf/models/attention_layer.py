@@ -50,6 +50,10 @@ class MultiHeadAttention(nn.Module):
         out = self.out(attended.transpose(1, 2).reshape(batch, length, -1))  # (B, N, d_model)
         return out, new_state if return_state else None
 
+    def use_sequence_parallel(self, group: object) -> None:
+        """Causal calls see this rank's part of sequences split across ``group`` (None: off)."""
+        self.attention.use_sequence_parallel(group)
+
     def init_state(self, batch_size: int, device: torch.device | str | None, dtype: torch.dtype) -> State:
         return self.attention.init_state(batch_size, self.n_heads, self.head_dim, device=device, dtype=dtype)
 

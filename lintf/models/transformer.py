@@ -13,9 +13,14 @@ from lintf.attention.base import Attention, State
 from lintf.models.attention_layer import MultiHeadAttention
 from lintf.models.encoder_config import EncoderConfig
 from lintf.models.reversible import ReversibleBlock, reversible_sequence
-from lintf.registry import ATTENTIONS, FEATURE_MAPS, accepted_arguments, build_attention
+from lintf.registry import ATTENTIONS, FEATURE_MAPS, LAYERS, accepted_arguments, build_attention
 
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU}  # keys: encoder_config.ACTIVATION_NAMES
+
+
+def takes_feature_map(name: str) -> bool:
+    """Whether attention ``name`` has a feature map (``feature_map`` among its arguments)."""
+    return "feature_map" in accepted_arguments(ATTENTIONS.get(name))
 
 
 def build_head_attention(
@@ -28,8 +33,8 @@ def build_head_attention(
     """Build attention ``name`` for one layer, routing the feature map to attentions that take one."""
     kwargs = dict(attention_kwargs or {})
     if feature_map is not None or feature_map_kwargs:
-        if "feature_map" not in accepted_arguments(ATTENTIONS.get(name)):
-            takers = [n for n in ATTENTIONS.names() if "feature_map" in accepted_arguments(ATTENTIONS.get(n))]
+        if not takes_feature_map(name):
+            takers = [n for n in ATTENTIONS.names() if takes_feature_map(n)]
             raise ValueError(
                 f"attention {name!r} takes no feature map, but feature_map={feature_map!r} / "
                 f"feature_map_kwargs={feature_map_kwargs!r} were given; attentions with a feature map: "
@@ -41,6 +46,28 @@ def build_head_attention(
         if feature_map_kwargs:
             kwargs["feature_map_kwargs"] = feature_map_kwargs
     return build_attention(name, head_dim=head_dim, **kwargs)
+
+
+def build_mixers(config: EncoderConfig) -> list[Attention | nn.Module]:
+    """Each layer's token mixer: its attention (wrapped in projections by the layer) or its layer recipe.
+
+    In a hybrid stack the feature map goes to the projection layers whose attention takes one.
+    """
+    names, kinds = config.attention_per_layer, config.layer_per_layer
+    routed = [kind == "projections" and takes_feature_map(name) for name, kind in zip(names, kinds)]
+    if (config.feature_map is not None or config.feature_map_kwargs) and not any(routed):
+        routed = [kind == "projections" for kind in kinds]  # build_head_attention refuses it, naming the takers
+        if not any(routed):
+            raise ValueError("encoder: feature_map / feature_map_kwargs apply to layers with projections, but every "
+                             "layer is a layer recipe; give a recipe's own feature map in attention_kwargs")
+    mixers: list[Attention | nn.Module] = []
+    for name, kind, kwargs, route in zip(names, kinds, config.attention_kwargs_per_layer, routed):
+        if kind == "recipe":
+            mixers.append(LAYERS.build(name, d_model=config.d_model, n_heads=config.n_heads, **kwargs))
+        else:
+            mixers.append(build_head_attention(name, config.head_dim, kwargs, config.feature_map if route else None,
+                                               config.feature_map_kwargs if route else None))
+    return mixers
 
 
 Stream = Tensor | tuple[Tensor, Tensor]  # the residual stream: x, or the pair (X1, X2) when reversible
@@ -55,7 +82,8 @@ class TransformerLayer(nn.Module):
     Args:
         d_model: model width.
         n_heads: attention heads.
-        attention: built attention for head_dim = d_model // n_heads.
+        attention: built attention for head_dim = d_model // n_heads, which the layer surrounds with
+            projections (``MultiHeadAttention``); or a layer recipe (``lintf.layers``), used as it is.
         d_ff: feed-forward hidden size.
         activation: feed-forward non-linearity.
         dropout: dropout on the residual branches and inside the feed-forward.
@@ -67,7 +95,7 @@ class TransformerLayer(nn.Module):
         self,
         d_model: int,
         n_heads: int,
-        attention: Attention,
+        attention: Attention | nn.Module,
         d_ff: int,
         activation: Literal["gelu", "relu", "silu"],
         dropout: float,
@@ -75,7 +103,8 @@ class TransformerLayer(nn.Module):
         reversible: bool = False,
     ) -> None:
         super().__init__()
-        self.attention = MultiHeadAttention(d_model, n_heads, attention)
+        recipe = not isinstance(attention, Attention)
+        self.attention = attention if recipe else MultiHeadAttention(d_model, n_heads, attention)
         self.feed_forward = nn.Sequential(
             nn.Linear(d_model, d_ff), ACTIVATIONS[activation](), nn.Dropout(dropout), nn.Linear(d_ff, d_model)
         )
@@ -146,7 +175,7 @@ class TransformerLayer(nn.Module):
 
 
 class TransformerEncoder(nn.Module):
-    """A stack of transformer layers whose attention is chosen by registry name.
+    """A stack of transformer layers whose attention is chosen by registry name, per layer in a hybrid stack.
 
     The same weights run in parallel (``forward``) or one position at a time (``step``), so a
     model trained with causal linear attention samples as an RNN with O(1) memory per token.
@@ -165,16 +194,14 @@ class TransformerEncoder(nn.Module):
             TransformerLayer(
                 config.d_model,
                 config.n_heads,
-                build_head_attention(
-                    config.attention, config.head_dim, config.attention_kwargs, config.feature_map, config.feature_map_kwargs
-                ),
+                attention,
                 config.feed_forward_dim,
                 config.activation,
                 config.dropout,
                 config.norm,
                 config.reversible,
             )
-            for _ in range(config.n_layers)
+            for attention in build_mixers(config)
         )
         self.final_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
 
@@ -229,7 +256,7 @@ class TransformerEncoder(nn.Module):
         this rank's share: sum them across the group (DDP does) for the whole sequence's.
         """
         for layer in self.layers:
-            layer.attention.attention.use_sequence_parallel(group)
+            layer.attention.use_sequence_parallel(group)
 
     def prefill(self, x: Tensor, state: Sequence[State] | None = None) -> tuple[Tensor, tuple[State, ...]]:
         """Run a prompt x (B, N, d_model) in one parallel causal pass; its outputs and the states ``step`` continues."""

@@ -84,7 +84,8 @@ class AutoregressiveTask(TransformerTask):
     ) -> None:
         if vocab_size < 1 or max_length < 1:
             raise ValueError(f"vocab_size and max_length must be >= 1, got {vocab_size} and {max_length}")
-        require_causal_attention(EncoderConfig.coerce(encoder).attention, type(self).__name__)
+        for name in dict.fromkeys(EncoderConfig.coerce(encoder).attention_per_layer):
+            require_causal_attention(name, type(self).__name__)
         require_vocabulary_in_memory(vocab_size, EncoderConfig.coerce(encoder).d_model)
         super().__init__(encoder, optimizer, lr_scheduler)
         if "head" in self.hparams:  # a plain string in checkpoints (tasks that fix their head do not list it)

@@ -39,7 +39,7 @@ def test_attention_by_class_path(tmp_path):
 
 def test_unregistered_class_is_refused(tmp_path, capsys):
     err = error_of(tiny(tmp_path, "--model.encoder.attention", "torch.nn.Linear"), capsys)
-    assert "torch.nn.Linear is not a registered attention" in err
+    assert "'torch.nn.Linear' is not a registered attention" in err
 
 
 def test_typo_in_model_option_suggests(tmp_path, capsys):

@@ -13,11 +13,15 @@ from lintf.tasks import CopyTask, StreamLanguageModelTask
 from lintf.tasks.stream_lm import detach_state
 
 ENCODER = EncoderConfig(d_model=16, n_layers=2, n_heads=2, dropout=0.0)
+HYBRID = EncoderConfig(d_model=16, n_layers=2, n_heads=2, dropout=0.0, attention=["gated_delta_net", "local"],
+                       attention_kwargs={"local": {"window": 3}}, layer=["recipe", "projections"])
 
 
-def losses_of_second_segment(between_segments: str) -> tuple[float, torch.Tensor, torch.Tensor]:
+def losses_of_second_segment(
+    between_segments: str, encoder: EncoderConfig = ENCODER
+) -> tuple[float, torch.Tensor, torch.Tensor]:
     torch.manual_seed(0)
-    task = StreamLanguageModelTask(vocab_size=7, max_length=32, encoder=ENCODER, between_segments=between_segments)
+    task = StreamLanguageModelTask(vocab_size=7, max_length=32, encoder=encoder, between_segments=between_segments)
     task.double()
     stream = torch.randint(0, 7, (3, 17))  # 3 streams, two segments of 8 (+1 next character)
     task.training_step({"tokens": stream[:, :9], "first": True}, 0)
@@ -29,8 +33,9 @@ def losses_of_second_segment(between_segments: str) -> tuple[float, torch.Tensor
     return second, whole, alone
 
 
-def test_carried_state_continues_the_stream_exactly():
-    second, whole, alone = losses_of_second_segment("carry")
+@pytest.mark.parametrize("encoder", [ENCODER, HYBRID], ids=["linear", "hybrid"])
+def test_carried_state_continues_the_stream_exactly(encoder):
+    second, whole, alone = losses_of_second_segment("carry", encoder)
     assert second == pytest.approx(float(whole), rel=1e-6)  # the task's loss is computed in fp32
     assert abs(second - float(alone)) > 1e-3  # the first segment mattered
 
@@ -58,15 +63,22 @@ def test_tasks_refuse_attentions_without_a_causal_form():
         CopyTask(12, 24, EncoderConfig(d_model=16, n_layers=1, n_heads=2, attention="clustered"))
 
 
-def test_config_trains_and_tests_on_a_text_file(tmp_path, monkeypatch):
+# each shipped stream config with its depth shrunk (the hybrid keeps its 4-layer pattern)
+STREAM_CONFIGS = {"stream_lm.yaml": "1", "stream_lm_hybrid.yaml": "4"}
+
+
+@pytest.mark.parametrize("config_name", sorted(STREAM_CONFIGS))
+def test_config_trains_and_tests_on_a_text_file(config_name, tmp_path, monkeypatch):
     from tests.cli.helpers import REPO, quiet_trainer, run
 
+    assert sorted(p.name for p in (REPO / "configs").glob("stream_lm*.yaml")) == sorted(STREAM_CONFIGS)
     monkeypatch.chdir(tmp_path)
     text = tmp_path / "text.txt"
     text.write_text("in the beginning was the word, and the word was with god.\n" * 200)
-    config = ["--config", str(REPO / "configs" / "stream_lm.yaml"), "--data.init_args.path", str(text),
+    config = ["--config", str(REPO / "configs" / config_name), "--data.init_args.path", str(text),
               "--data.init_args.eval_length", "64", "--data.init_args.batch_size", "4",
-              "--model.init_args.encoder.d_model", "16", "--model.init_args.encoder.n_layers", "1",
+              "--model.init_args.encoder.d_model", "16",
+              "--model.init_args.encoder.n_layers", STREAM_CONFIGS[config_name],
               "--model.init_args.encoder.n_heads", "2", *quiet_trainer(tmp_path)]
     fitted = run(["fit", *config, "--trainer.max_steps", "3", "--trainer.val_check_interval", "3",
                   "--model.init_args.lr_scheduler.init_args.total_steps", "40"])
