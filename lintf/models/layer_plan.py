@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-from lintf.names import import_class, resolve_name
 from lintf.registry import Registry, UnknownNameError
 
 T = TypeVar("T")
@@ -55,12 +54,26 @@ def resolve_names(registry: Registry, value: str | Sequence[str], what: str) -> 
 
 
 def _resolve_one(registry: Registry, name: object, what: str) -> str:
-    if isinstance(name, str) and "." in name and import_class(name) is not None:
-        return resolve_name(registry, name)
+    # A class path names a class registered already: a config (or a checkpoint's, or a model directory's)
+    # never imports a module, whose import could run code.
+    if isinstance(name, str) and "." in name:
+        registered = _registered_class_path(registry, name)
+        if registered is not None:
+            return registered
     if not isinstance(name, str) or name not in registry:
         raise UnknownNameError(f"{what}: unknown {registry.kind} {name!r}; known {registry.kind} names: "
-                               f"{', '.join(registry.names())}")
+                               f"{', '.join(registry.names())} (a class path must name a registered class "
+                               "whose module is imported)")
     return str(name)
+
+
+def _registered_class_path(registry: Registry, path: str) -> str | None:
+    """The registry name of the registered class at dotted ``path``, None if none is."""
+    for name in registry.names():
+        cls = registry.get(name)
+        if f"{cls.__module__}.{cls.__qualname__}" == path:
+            return name
+    return None
 
 
 def options_per_layer(

@@ -7,6 +7,8 @@ import io
 import pytest
 import torch
 
+import lintf
+
 from lintf.attention.local import LocalAttention
 from lintf.models import EncoderConfig, TransformerEncoder
 from lintf.registry import UnknownNameError
@@ -114,3 +116,16 @@ def test_the_command_line_refuses_a_wrong_length_in_one_paragraph(tmp_path, caps
     with pytest.raises(SystemExit):
         main(tiny(tmp_path, "--model.encoder.n_layers", "2", "--model.encoder.attention", "[linear, lokal]"))
     assert "unknown attention 'lokal'" in capsys.readouterr().err
+
+
+def test_a_class_path_in_the_config_imports_no_module(tmp_path, monkeypatch):
+    """A config (a checkpoint's, a model directory's) names registered classes: it never imports a module."""
+    marker = tmp_path / "imported"
+    (tmp_path / "config_named_module.py").write_text(f"open({str(marker)!r}, 'w').close()\nclass X: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(KeyError, match="config_named_module.X"):
+        EncoderConfig(attention=["linear", "config_named_module.X"], n_layers=2)
+    assert not marker.exists()
+    registered = type(lintf.build_attention("linear", head_dim=4))
+    path = f"{registered.__module__}.{registered.__qualname__}"
+    assert EncoderConfig(attention=[path, "local"], n_layers=2).attention == ["linear", "local"]
