@@ -22,16 +22,26 @@ struct Dims {
   __device__ int tile_cols(int value_tile) const { return min(mt, m - value_tile * mt); }
 };
 
-// blockIdx.x enumerates (head, chunk) or (head, chunk, value tile), the value tile fastest.
+// blockIdx.x enumerates (head, chunk) or (head, chunk, value tile), the value tile fastest. Where the
+// block's chunk lies: its rows (the first, row0, in (heads * n) row-major inputs), its state (in
+// (heads, chunks, ...) arrays) and its value tile's columns (the first, m0; the whole of tile 0 for
+// blocks that loop over the value tiles).
 struct Block {
   int64_t head;
   int chunk, value_tile;
+  int rows, cols, m0;
+  int64_t row0, state;
   __device__ Block(const Dims& d, bool per_value_tile) {
     int64_t index = blockIdx.x;
     value_tile = per_value_tile ? static_cast<int>(index % d.value_tiles) : 0;
     if (per_value_tile) index /= d.value_tiles;
     chunk = static_cast<int>(index % d.chunks);
     head = index / d.chunks;
+    rows = d.chunk_rows(chunk);
+    cols = d.tile_cols(value_tile);
+    m0 = value_tile * d.mt;
+    state = head * d.chunks + chunk;
+    row0 = head * d.n + int64_t(chunk) * kChunk;
   }
 };
 

@@ -5,7 +5,8 @@
 // The sequence is cut into chunks of kChunk (64) positions; b_t is the cumulative log-decay inside the
 // chunk (restarting at each chunk, computed once by the host), B = b_{kChunk-1} its total (padding
 // positions decay nothing), D[t][s] = exp(b_t - b_s) for s <= t. Every exponent is <= 0. Forward:
-//   1. decayed_state_kernel, one block per (head, chunk, value tile): added_c = (diag(exp(B - b)) K)^T V;
+//   1. added_state_kernel with RowDecays, one block per (head, chunk, value tile):
+//      added_c = (diag(exp(B - b)) K)^T V;
 //   2. chunk_scan_kernel, one thread per (head, state entry): S_c (entering chunk c) in place,
 //      S_{c+1} = exp(B_c) S_c + added_c from S_0 = the initial state, and the final state;
 //   3. decayed_output_kernel, one block per (head, chunk, value tile):
@@ -13,8 +14,11 @@
 // States stay fp32 in global memory; tiles enter the tensor cores in the input's type.
 #pragma once
 
+#include "common/cuda/chunk_added.cuh"
 #include "common/cuda/chunk_grid.cuh"
 #include "common/cuda/chunk_scan.cuh"
+
+#include <limits>
 
 namespace lintf {
 namespace decayed_chunk {
@@ -62,61 +66,37 @@ __device__ inline void scale_rows(float* c, int ld, int rows, int cols, const fl
   for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) c[(e / cols) * ld + e % cols] *= w[e / cols];
 }
 
-// ---- step 1: what each chunk adds to the state --------------------------------------------------------
+// ---- step 1: what each chunk adds to the state (common/cuda/chunk_added.cuh) --------------------------
 
-// added_c = (diag(w) X_c)^T Y_c with w = exp(B - b) (forward: X = K, Y = V) or exp(b) (backward's reverse
-// sweep: X = Q, Y = grad_out), X rounded to the operand type after the scaling.
-template <typename T>
-struct StateArgs {
-  const T *x, *y;           // (heads, n, c), (heads, n, m)
-  const float* cumulative;  // (heads, chunks, kChunk) in-chunk cumulative log-decays
-  bool to_end;              // w = exp(B - b), else exp(b)
-  float* added;             // (heads, chunks, c, m)
-};
+// The decayed product's weights of X_c in what the chunk adds: one per row, w_t = exp(B - b_t) or exp(b_t).
+struct RowDecays {
+  __host__ __device__ static int floats(int) { return 3 * kChunk; }  // Decays
 
-template <typename T>
-struct StateLayout {
-  size_t x, y, f, decays, scratch, bytes;
-  __host__ __device__ StateLayout(int cp, int mt) {
-    tile::Carve carve;
-    x = carve.take<T>(kChunk * padded_ld<T>(cp));
-    y = carve.take<T>(kChunk * padded_ld<T>(mt));
-    f = carve.take<float>(max(kChunk * padded_ld<float>(cp), cp * padded_ld<float>(mt)));  // x staged, then added
-    decays = take_decays(carve);
-    scratch = carve.take<float>(tile::kWarps);
-    bytes = carve.bytes;
+  // b_t, the cumulative log-decay inside each chunk: (heads, chunks, kChunk) fp32, padding positions adding 0.
+  static at::Tensor cumulative(const Dims& d, const at::Tensor& log_decay) {
+    const int64_t padding = int64_t(d.chunks) * kChunk - d.n;
+    const auto flat = log_decay.to(at::kFloat).reshape({d.heads, d.n});
+    return at::constant_pad_nd(flat, {0, padding}).reshape({d.heads, d.chunks, kChunk}).cumsum(2).contiguous();
+  }
+
+  // Where the scan finds each chunk's total log-decay: the last of its in-chunk cumulative ones.
+  static chunk::ScanDecays scan_decays(const Dims&, const at::Tensor& cumulative) {
+    return {cumulative.data_ptr<float>() + (kChunk - 1), kChunk, std::numeric_limits<int64_t>::max()};
+  }
+
+  template <typename T>
+  __device__ static void weigh(const chunk::AddedArgs<T>& args, const Dims& d, const Block& b, float* weights,
+                               float* f) {
+    Decays decays{weights, weights + kChunk, weights + 2 * kChunk};
+    decays.load(args.cumulative, d, b);
+    __syncthreads();
+    tile::load_tile(args.x + b.row0 * d.c, d.c, b.rows, d.c, args.to_end ? decays.to_end : decays.to_start, f,
+                    padded_ld<float>(d.cp), kChunk, d.cp);
   }
 };
 
-template <typename T, bool Split>
-__global__ void __launch_bounds__(tile::kThreads) decayed_state_kernel(StateArgs<T> args, Dims d) {
-  unsigned char* smem = chunk::shared_memory();
-  const StateLayout<T> layout(d.cp, d.mt);
-  T* x = tile::at<T>(smem, layout.x);
-  T* y = tile::at<T>(smem, layout.y);
-  float* f = tile::at<float>(smem, layout.f);
-  float* scratch = tile::at<float>(smem, layout.scratch);
-  Decays decays = decays_at(smem, layout.decays);
-  const Block b(d, true);
-  const int rows = d.chunk_rows(b.chunk), cols = d.tile_cols(b.value_tile), m0 = b.value_tile * d.mt;
-  const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk;
-  const int ldx = padded_ld<T>(d.cp), ldy = padded_ld<T>(d.mt), ldfx = padded_ld<float>(d.cp);
-  const int ldf = padded_ld<float>(d.mt);
-
-  decays.load(args.cumulative, d, b);
-  __syncthreads();
-  const float* w = args.to_end ? decays.to_end : decays.to_start;
-  tile::load_tile(args.x + row0 * d.c, d.c, rows, d.c, w, f, ldfx, kChunk, d.cp);
-  tile::load_tile(args.y + row0 * d.m + m0, d.m, rows, cols, static_cast<const float*>(nullptr), y, ldy, kChunk, d.mt);
-  __syncthreads();
-  const float x_scale = tile::to_operand(f, ldfx, x, ldx, kChunk, d.cp, scratch);
-  __syncthreads();
-  // added (cp x mt) = x^T y: x read as a column-major (cp x kChunk) operand
-  tile::block_mma<T, Split, false, true>(x, ldx, y, ldy, f, ldf, d.cp, d.mt, kChunk, Causal::kNone, 0.f, x_scale);
-  __syncthreads();
-  float* added = args.added + (b.head * d.chunks + b.chunk) * int64_t(d.c) * d.m + m0;
-  tile::store_tile(f, ldf, d.c, cols, added, d.m);
-}
+template <typename T>
+using StateLayout = chunk::AddedLayout<T, RowDecays>;
 
 // ---- step 2: the decayed scan over chunks (common/cuda/chunk_scan.cuh) ------------------------------
 

@@ -9,7 +9,8 @@
 // per feature, so the in-chunk scores A_ts = sum_i q_ti k_si exp(b_ti - b_si) are no matrix product: each
 // thread sums them for its pairs with the exponents in log space, every one <= 0 whatever the gates
 // (q exp(b) . k exp(-b) would overflow for strong gates). Forward:
-//   1. gla_state_kernel, one block per (head, chunk, value tile): added_c = (K o exp(B - b))^T V;
+//   1. added_state_kernel with FeatureGates, one block per (head, chunk, value tile):
+//      added_c = (K o exp(B - b))^T V;
 //   2. chunk_scan_kernel, one thread per (head, state entry): S_c (entering chunk c) in place,
 //      S_{c+1} = diag(exp(B_c)) S_c + added_c from S_0 = the initial state, and the final state;
 //   3. gla_output_kernel, one block per (head, chunk, value tile):
@@ -17,6 +18,7 @@
 // States stay fp32 in global memory; tiles enter the tensor cores in the input's type.
 #pragma once
 
+#include "common/cuda/chunk_added.cuh"
 #include "common/cuda/chunk_grid.cuh"
 #include "common/cuda/chunk_scan.cuh"
 
@@ -73,61 +75,35 @@ __device__ void gated_scores(const T* q, const T* k, const float* b, const Dims&
   }
 }
 
-// ---- step 1: what each chunk adds to the state --------------------------------------------------------
+// ---- step 1: what each chunk adds to the state (common/cuda/chunk_added.cuh) --------------------------
 
-// added_c = factor (X_c o w)^T Y_c with w = exp(B - b) (forward: X = K, Y = V, factor 1) or exp(b) (the
-// backward's reverse sweep: X = Q, Y = grad_out, factor = scale), X rounded to the operand type after the gating.
-template <typename T>
-struct StateArgs {
-  const T *x, *y;           // (heads, n, c), (heads, n, m)
-  const float* cumulative;  // (heads, chunks, kChunk, c) in-chunk cumulative log-gates
-  bool to_end;              // w = exp(B - b), else exp(b)
-  float factor;
-  float* added;             // (heads, chunks, c, m)
-};
+// GLA's weights of X_c in what the chunk adds: one per row and feature, w_ti = exp(B_i - b_ti) or exp(b_ti).
+struct FeatureGates {
+  __host__ __device__ static int floats(int cp) { return kChunk * padded_ld<float>(cp); }  // b
 
-template <typename T>
-struct StateLayout {
-  size_t x, y, b, f, scratch, bytes;
-  __host__ __device__ StateLayout(int cp, int mt) {
-    tile::Carve carve;
-    x = carve.take<T>(kChunk * padded_ld<T>(cp));
-    y = carve.take<T>(kChunk * padded_ld<T>(mt));
-    b = carve.take<float>(kChunk * padded_ld<float>(cp));
-    f = carve.take<float>(max(kChunk * padded_ld<float>(cp), cp * padded_ld<float>(mt)));  // x gated, then added
-    scratch = carve.take<float>(tile::kWarps);
-    bytes = carve.bytes;
+  // b, the cumulative log-gates inside each chunk: (heads, chunks, kChunk, c) fp32, padding positions adding 0.
+  static at::Tensor cumulative(const Dims& d, const at::Tensor& log_gate) {
+    const int64_t padding = int64_t(d.chunks) * kChunk - d.n;
+    const auto padded = at::constant_pad_nd(log_gate.to(at::kFloat).reshape({d.heads, d.n, d.c}), {0, 0, 0, padding});
+    return padded.reshape({d.heads, d.chunks, kChunk, d.c}).cumsum(2).contiguous();
+  }
+
+  // Where the scan finds each chunk's total log-gates: the last row of its cumulative ones, one per state row.
+  static chunk::ScanDecays scan_decays(const Dims& d, const at::Tensor& cumulative) {
+    return {cumulative.data_ptr<float>() + (kChunk - 1) * int64_t(d.c), kChunk * int64_t(d.c), d.m};
+  }
+
+  template <typename T>
+  __device__ static void weigh(const chunk::AddedArgs<T>& args, const Dims& d, const Block& block, float* b,
+                               float* f) {
+    load_gates(args.cumulative, d, block, b);
+    __syncthreads();
+    load_gated(args.x, d, block.row0, block.rows, b, args.to_end, f);
   }
 };
 
-template <typename T, bool Split>
-__global__ void __launch_bounds__(tile::kThreads) gla_state_kernel(StateArgs<T> args, Dims d) {
-  unsigned char* smem = chunk::shared_memory();
-  const StateLayout<T> layout(d.cp, d.mt);
-  T* x = tile::at<T>(smem, layout.x);
-  T* y = tile::at<T>(smem, layout.y);
-  float* b = tile::at<float>(smem, layout.b);
-  float* f = tile::at<float>(smem, layout.f);
-  float* scratch = tile::at<float>(smem, layout.scratch);
-  const Block block(d, true);
-  const int rows = d.chunk_rows(block.chunk), cols = d.tile_cols(block.value_tile), m0 = block.value_tile * d.mt;
-  const int64_t row0 = block.head * d.n + int64_t(block.chunk) * kChunk;
-  const int ldx = padded_ld<T>(d.cp), ldy = padded_ld<T>(d.mt), ldf = padded_ld<float>(d.mt);
-
-  load_gates(args.cumulative, d, block, b);
-  tile::load_tile(args.y + row0 * d.m + m0, d.m, rows, cols, static_cast<const float*>(nullptr), y, ldy, kChunk, d.mt);
-  __syncthreads();
-  load_gated(args.x, d, row0, rows, b, args.to_end, f);
-  __syncthreads();
-  const float x_scale = tile::to_operand(f, padded_ld<float>(d.cp), x, ldx, kChunk, d.cp, scratch);
-  __syncthreads();
-  // added (cp x mt) = x^T y: x read as a column-major (cp x kChunk) operand
-  tile::block_mma<T, Split, false, true>(x, ldx, y, ldy, f, ldf, d.cp, d.mt, kChunk, Causal::kNone, 0.f,
-                                         x_scale * args.factor);
-  __syncthreads();
-  float* added = args.added + (block.head * d.chunks + block.chunk) * int64_t(d.c) * d.m + m0;
-  tile::store_tile(f, ldf, d.c, cols, added, d.m);
-}
+template <typename T>
+using StateLayout = chunk::AddedLayout<T, FeatureGates>;
 
 // ---- step 3: the forward's outputs ----------------------------------------------------------------------
 
