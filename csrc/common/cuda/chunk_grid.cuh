@@ -1,5 +1,6 @@
 // The grid of the chunked CUDA kernels ({causal,decayed,gla}/cuda/chunk*.cuh, delta/cuda/sweeps.cuh): the
-// problem's dimensions, which (head, chunk, value tile) a block owns, and the block's dynamic shared memory.
+// problem's dimensions, which (head, chunk, value tile) a block owns, and the block's dynamic shared memory
+// with the tiles each kernel's layout carves from it.
 #pragma once
 
 #include "common/cuda/tile.cuh"
@@ -49,6 +50,13 @@ struct Block {
 __device__ __forceinline__ unsigned char* shared_memory() {
   extern __shared__ __align__(128) unsigned char smem[];
   return smem;
+}
+
+// The tiles of Layout (a struct of pointers carved by tile::Carve from (cp, mt, base)) in the block's
+// shared memory: the start of every chunked kernel.
+template <typename Layout>
+__device__ __forceinline__ Layout shared_tiles(int cp, int mt) {
+  return Layout(cp, mt, shared_memory());
 }
 
 }  // namespace chunk
