@@ -59,29 +59,39 @@ template <typename T, bool Split>
 __global__ void __launch_bounds__(tile::kThreads) chunk_state_kernel(StateArgs<T> args, Dims d) {
   const auto sh = shared_tiles<StateLayout<T>>(d.cp, d.mt);
   const Block b(d, true);
+  // the chunk's rows and state computed here and where used rather than read from b: held from the start, they
+  // spill (ptxas)
+  const int rows = d.chunk_rows(b.chunk), cols = d.tile_cols(b.value_tile), m0 = b.value_tile * d.mt;
+  const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk;
   const bool with_z = b.value_tile == 0 && (args.unit_weights || args.weights != nullptr);
-  const int ldx = padded_ld<T>(d.cp), ldy = padded_ld<T>(d.mt), ldf = padded_ld<float>(d.mt);
+  const int ldx = padded_ld<T>(d.cp), ldy = padded_ld<T>(d.mt), ldfx = padded_ld<float>(d.cp);
+  const int ldf = padded_ld<float>(d.mt);
 
-  load_features(args.x, d, b, sh.f, args.row_scale ? args.row_scale + b.row0 : nullptr);
+  tile::load_tile(args.x + row0 * d.c, d.c, rows, d.c, args.row_scale ? args.row_scale + row0 : nullptr, sh.f, ldfx,
+                  kChunk, d.cp);
   load_values(args.y, d, b, b.value_tile, sh.y);
   if (with_z) {
     for (int t = threadIdx.x; t < kChunk; t += blockDim.x) {
-      sh.w[t] = t >= b.rows ? 0.f : args.unit_weights ? 1.f : args.weights[b.row0 + t];
+      sh.w[t] = t >= rows ? 0.f : args.unit_weights ? 1.f : args.weights[row0 + t];
     }
   }
   __syncthreads();
-  const float x_scale = tile::to_operand(sh.f, padded_ld<float>(d.cp), sh.x, ldx, kChunk, d.cp, sh.scratch);
+  const float x_scale = tile::to_operand(sh.f, ldfx, sh.x, ldx, kChunk, d.cp, sh.scratch);
   __syncthreads();
   // kv (cp x mt) = x^T y: x read as a column-major (cp x kChunk) operand
   tile::block_mma<T, Split, false, true>(sh.x, ldx, sh.y, ldy, sh.f, ldf, d.cp, d.mt, kChunk, Causal::kNone, 0.f,
                                          x_scale);
   __syncthreads();
-  tile::store_tile(sh.f, ldf, d.c, b.cols, args.kv + b.state * int64_t(d.c) * d.m + b.m0, d.m);
+  float* kv = args.kv + (b.head * d.chunks + b.chunk) * int64_t(d.c) * d.m + m0;
+  for (int e = threadIdx.x; e < d.c * cols; e += blockDim.x) {
+    const int i = e / cols, j = e % cols;
+    kv[int64_t(i) * d.m + j] = sh.f[i * ldf + j];
+  }
   if (with_z) {
-    float* z = args.z + b.state * int64_t(d.c);
+    float* z = args.z + (b.head * d.chunks + b.chunk) * int64_t(d.c);
     for (int i = threadIdx.x; i < d.c; i += blockDim.x) {
       float sum = 0.f;
-      for (int t = 0; t < b.rows; ++t) sum += tile::to_float(sh.x[t * ldx + i]) * sh.w[t];
+      for (int t = 0; t < rows; ++t) sum += tile::to_float(sh.x[t * ldx + i]) * sh.w[t];
       z[i] = sum * x_scale;
     }
   }
