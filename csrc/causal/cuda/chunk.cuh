@@ -13,6 +13,7 @@
 #pragma once
 
 #include "common/cuda/chunk_grid.cuh"
+#include "common/cuda/chunk_tiles.cuh"
 
 namespace lintf {
 namespace chunk {
@@ -40,9 +41,11 @@ struct StateArgs {
 
 template <typename T>
 struct StateLayout {
-  size_t x, y, f, w, scratch, bytes;
-  __host__ __device__ StateLayout(int cp, int mt) {
-    tile::Carve carve;
+  T *x, *y;
+  float *f, *w, *scratch;
+  size_t bytes;
+  __host__ __device__ StateLayout(int cp, int mt, unsigned char* base = nullptr) {
+    tile::Carve carve{base};
     x = carve.take<T>(kChunk * padded_ld<T>(cp));
     y = carve.take<T>(kChunk * padded_ld<T>(mt));
     f = carve.take<float>(max(kChunk * padded_ld<float>(cp), cp * padded_ld<float>(mt)));  // x staged, then kv
@@ -54,44 +57,41 @@ struct StateLayout {
 
 template <typename T, bool Split>
 __global__ void __launch_bounds__(tile::kThreads) chunk_state_kernel(StateArgs<T> args, Dims d) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  const StateLayout<T> layout(d.cp, d.mt);
-  T* x = tile::at<T>(smem, layout.x);
-  T* y = tile::at<T>(smem, layout.y);
-  float* f = tile::at<float>(smem, layout.f);
-  float* w = tile::at<float>(smem, layout.w);
-  float* scratch = tile::at<float>(smem, layout.scratch);
+  const auto sh = shared_tiles<StateLayout<T>>(d.cp, d.mt);
   const Block b(d, true);
+  // the chunk's rows and state computed here and where used rather than read from b: held from the start, they
+  // spill (ptxas)
   const int rows = d.chunk_rows(b.chunk), cols = d.tile_cols(b.value_tile), m0 = b.value_tile * d.mt;
-  const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk;  // first row of the chunk in (heads * n)
+  const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk;
   const bool with_z = b.value_tile == 0 && (args.unit_weights || args.weights != nullptr);
   const int ldx = padded_ld<T>(d.cp), ldy = padded_ld<T>(d.mt), ldfx = padded_ld<float>(d.cp);
   const int ldf = padded_ld<float>(d.mt);
 
-  tile::load_tile(args.x + row0 * d.c, d.c, rows, d.c, args.row_scale ? args.row_scale + row0 : nullptr, f, ldfx,
+  tile::load_tile(args.x + row0 * d.c, d.c, rows, d.c, args.row_scale ? args.row_scale + row0 : nullptr, sh.f, ldfx,
                   kChunk, d.cp);
-  tile::load_tile(args.y + row0 * d.m + m0, d.m, rows, cols, static_cast<const float*>(nullptr), y, ldy, kChunk, d.mt);
+  load_values(args.y, d, b, b.value_tile, sh.y);
   if (with_z) {
     for (int t = threadIdx.x; t < kChunk; t += blockDim.x) {
-      w[t] = t >= rows ? 0.f : args.unit_weights ? 1.f : args.weights[row0 + t];
+      sh.w[t] = t >= rows ? 0.f : args.unit_weights ? 1.f : args.weights[row0 + t];
     }
   }
   __syncthreads();
-  const float x_scale = tile::to_operand(f, ldfx, x, ldx, kChunk, d.cp, scratch);
+  const float x_scale = tile::to_operand(sh.f, ldfx, sh.x, ldx, kChunk, d.cp, sh.scratch);
   __syncthreads();
   // kv (cp x mt) = x^T y: x read as a column-major (cp x kChunk) operand
-  tile::block_mma<T, Split, false, true>(x, ldx, y, ldy, f, ldf, d.cp, d.mt, kChunk, Causal::kNone, 0.f, x_scale);
+  tile::block_mma<T, Split, false, true>(sh.x, ldx, sh.y, ldy, sh.f, ldf, d.cp, d.mt, kChunk, Causal::kNone, 0.f,
+                                         x_scale);
   __syncthreads();
   float* kv = args.kv + (b.head * d.chunks + b.chunk) * int64_t(d.c) * d.m + m0;
   for (int e = threadIdx.x; e < d.c * cols; e += blockDim.x) {
     const int i = e / cols, j = e % cols;
-    kv[int64_t(i) * d.m + j] = f[i * ldf + j];
+    kv[int64_t(i) * d.m + j] = sh.f[i * ldf + j];
   }
   if (with_z) {
     float* z = args.z + (b.head * d.chunks + b.chunk) * int64_t(d.c);
     for (int i = threadIdx.x; i < d.c; i += blockDim.x) {
       float sum = 0.f;
-      for (int t = 0; t < rows; ++t) sum += tile::to_float(x[t * ldx + i]) * w[t];
+      for (int t = 0; t < rows; ++t) sum += tile::to_float(sh.x[t * ldx + i]) * sh.w[t];
       z[i] = sum * x_scale;
     }
   }
@@ -140,9 +140,11 @@ struct OutputArgs {
 
 template <typename T>
 struct OutputLayout {
-  size_t q, ks, v, a, f, z, den, scratch, bytes;
-  __host__ __device__ OutputLayout(int cp, int mt) {
-    tile::Carve carve;
+  T *q, *ks, *v, *a;
+  float *f, *z, *den, *scratch;
+  size_t bytes;
+  __host__ __device__ OutputLayout(int cp, int mt, unsigned char* base = nullptr) {
+    tile::Carve carve{base};
     q = carve.take<T>(kChunk * padded_ld<T>(cp));
     ks = carve.take<T>(max(kChunk * padded_ld<T>(cp), cp * padded_ld<T>(mt)));  // k, later the state
     v = carve.take<T>(kChunk * padded_ld<T>(mt));
@@ -157,60 +159,50 @@ struct OutputLayout {
 
 template <typename T, bool Split>
 __global__ void __launch_bounds__(tile::kThreads) chunk_output_kernel(OutputArgs<T> args, Dims d) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  const OutputLayout<T> layout(d.cp, d.mt);
-  T* q = tile::at<T>(smem, layout.q);
-  T* ks = tile::at<T>(smem, layout.ks);
-  T* v = tile::at<T>(smem, layout.v);
-  T* a = tile::at<T>(smem, layout.a);
-  float* f = tile::at<float>(smem, layout.f);
-  float* z = tile::at<float>(smem, layout.z);
-  float* den = tile::at<float>(smem, layout.den);
-  float* scratch = tile::at<float>(smem, layout.scratch);
+  const auto sh = shared_tiles<OutputLayout<T>>(d.cp, d.mt);
   const Block b(d, true);
-  const int rows = d.chunk_rows(b.chunk), cols = d.tile_cols(b.value_tile), m0 = b.value_tile * d.mt;
-  const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk, state = b.head * d.chunks + b.chunk;
   const int ldq = padded_ld<T>(d.cp), lds = padded_ld<T>(d.mt), lda = padded_ld<T>(kChunk);
   const int ldf = padded_ld<float>(max(kChunk, d.mt));
-  const float* no_scale = nullptr;
 
-  tile::load_tile(args.q + row0 * d.c, d.c, rows, d.c, no_scale, q, ldq, kChunk, d.cp);
-  tile::load_tile(args.k + row0 * d.c, d.c, rows, d.c, no_scale, ks, ldq, kChunk, d.cp);
-  tile::load_tile(args.v + row0 * d.m + m0, d.m, rows, cols, no_scale, v, lds, kChunk, d.mt);
-  for (int i = threadIdx.x; i < d.cp; i += blockDim.x) z[i] = args.normalize && i < d.c ? args.z[state * d.c + i] : 0.f;
+  load_features(args.q, d, b, sh.q);
+  load_features(args.k, d, b, sh.ks);
+  load_values(args.v, d, b, b.value_tile, sh.v);
+  for (int i = threadIdx.x; i < d.cp; i += blockDim.x) {
+    sh.z[i] = args.normalize && i < d.c ? args.z[b.state * d.c + i] : 0.f;
+  }
   __syncthreads();
   // similarities (kChunk x kChunk) = q k^T, k read as a column-major (cp x kChunk) operand
-  tile::block_mma<T, Split, true, false>(q, ldq, ks, ldq, f, ldf, kChunk, kChunk, d.cp, Causal::kLowerOutput, 0.f, 1.f);
+  tile::block_mma<T, Split, true, false>(sh.q, ldq, sh.ks, ldq, sh.f, ldf, kChunk, kChunk, d.cp, Causal::kLowerOutput,
+                                         0.f, 1.f);
   __syncthreads();
-  tile::causal_mask(f, ldf, kChunk, nullptr, nullptr);
+  tile::causal_mask(sh.f, ldf, kChunk, nullptr, nullptr);
   __syncthreads();
   if (args.normalize) {
     for (int i = threadIdx.x; i < kChunk; i += blockDim.x) {
       float sum = args.eps;
-      for (int j = 0; j <= i; ++j) sum += f[i * ldf + j];
-      for (int j = 0; j < d.cp; ++j) sum += tile::to_float(q[i * ldq + j]) * z[j];
-      den[i] = sum;
+      for (int j = 0; j <= i; ++j) sum += sh.f[i * ldf + j];
+      for (int j = 0; j < d.cp; ++j) sum += tile::to_float(sh.q[i * ldq + j]) * sh.z[j];
+      sh.den[i] = sum;
     }
   }
-  const float a_scale = tile::to_operand(f, ldf, a, lda, kChunk, kChunk, scratch);
+  const float a_scale = tile::to_operand(sh.f, ldf, sh.a, lda, kChunk, kChunk, sh.scratch);
   __syncthreads();
-  const float* kv = args.kv + state * int64_t(d.c) * d.m + m0;
-  tile::load_tile(kv, d.m, d.c, cols, no_scale, f, ldf, d.cp, d.mt);
-  __syncthreads();
-  const float s_scale = tile::to_operand(f, ldf, ks, lds, d.cp, d.mt, scratch);  // k is no longer needed
-  __syncthreads();
+  // k is no longer needed: the state takes its tile
+  const float s_scale = load_state_tile(args.kv, d, b.state, b.value_tile, sh.ks, kNoLow<T>, sh.f, ldf, sh.scratch);
   // numerator (kChunk x mt) = mask(q k^T) v + q S
-  tile::block_mma<T, Split, true, true>(a, lda, v, lds, f, ldf, kChunk, d.mt, kChunk, Causal::kLowerA, 0.f, a_scale);
+  tile::block_mma<T, Split, true, true>(sh.a, lda, sh.v, lds, sh.f, ldf, kChunk, d.mt, kChunk, Causal::kLowerA, 0.f,
+                                        a_scale);
   __syncthreads();
-  tile::block_mma<T, Split, true, true>(q, ldq, ks, lds, f, ldf, kChunk, d.mt, d.cp, Causal::kNone, 1.f, s_scale);
+  tile::block_mma<T, Split, true, true>(sh.q, ldq, sh.ks, lds, sh.f, ldf, kChunk, d.mt, d.cp, Causal::kNone, 1.f,
+                                        s_scale);
   __syncthreads();
-  for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
-    const int i = e / cols, j = e % cols;
-    const float value = f[i * ldf + j];
-    args.out[(row0 + i) * d.m + m0 + j] = tile::from_float<T>(args.normalize ? value / den[i] : value);
+  for (int e = threadIdx.x; e < b.rows * b.cols; e += blockDim.x) {
+    const int i = e / b.cols, j = e % b.cols;
+    const float value = sh.f[i * ldf + j];
+    args.out[(b.row0 + i) * d.m + b.m0 + j] = tile::from_float<T>(args.normalize ? value / sh.den[i] : value);
   }
   if (args.normalize && b.value_tile == 0) {
-    for (int i = threadIdx.x; i < rows; i += blockDim.x) args.denominator[row0 + i] = den[i];
+    for (int i = threadIdx.x; i < b.rows; i += blockDim.x) args.denominator[b.row0 + i] = sh.den[i];
   }
 }
 

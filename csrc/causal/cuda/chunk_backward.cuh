@@ -41,8 +41,10 @@ constexpr bool kSplitStates = !std::is_same_v<T, float>;
 // Per row of the chunk: r and gd (zeros beyond its rows); per feature: a state row (zeros when null).
 // Each thread fills the gd entries of the r entries it wrote, so no barrier is needed in between.
 template <typename T>
-__device__ void load_vectors(const BackwardArgs<T>& args, const Dims& d, int64_t row0, int rows, const float* state_row,
+__device__ void load_vectors(const BackwardArgs<T>& args, const Dims& d, const Block& b, const float* state_row,
                              float* r, float* gd, float* feature) {
+  const int64_t row0 = b.row0;
+  const int rows = b.rows;
   for (int t = threadIdx.x; t < kChunk; t += blockDim.x) {
     r[t] = t >= rows ? 0.f : args.inv_denominator != nullptr ? args.inv_denominator[row0 + t] : 1.f;
     gd[t] = args.neg_grad_dot_out != nullptr && t < rows ? r[t] * args.neg_grad_dot_out[row0 + t] : 0.f;
@@ -52,14 +54,16 @@ __device__ void load_vectors(const BackwardArgs<T>& args, const Dims& d, int64_t
 
 template <typename T>
 struct DqLayout {
-  size_t k, v, g, s, s_low, d_op, d_acc, dq, f, z, r, gd, scratch, bytes;
-  __host__ __device__ DqLayout(int cp, int mt) {
-    tile::Carve carve;
+  T *k, *v, *g, *s, *s_low, *d_op;
+  float *d_acc, *dq, *f, *z, *r, *gd, *scratch;
+  size_t bytes;
+  __host__ __device__ DqLayout(int cp, int mt, unsigned char* base = nullptr) {
+    tile::Carve carve{base};
     k = carve.take<T>(kChunk * padded_ld<T>(cp));
     v = carve.take<T>(kChunk * padded_ld<T>(mt));
     g = carve.take<T>(kChunk * padded_ld<T>(mt));
     s = carve.take<T>(cp * padded_ld<T>(mt));
-    s_low = carve.take<T>(kSplitStates<T> ? cp * padded_ld<T>(mt) : 0);
+    s_low = kSplitStates<T> ? carve.take<T>(cp * padded_ld<T>(mt)) : nullptr;
     d_op = carve.take<T>(kChunk * padded_ld<T>(kChunk));
     d_acc = carve.take<float>(kChunk * padded_ld<float>(kChunk));
     dq = carve.take<float>(kChunk * padded_ld<float>(cp));
@@ -74,58 +78,53 @@ struct DqLayout {
 
 template <typename T, bool Split>
 __global__ void __launch_bounds__(tile::kThreads) chunk_dq_kernel(BackwardArgs<T> args, Dims d) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  const DqLayout<T> layout(d.cp, d.mt);
-  T *k = tile::at<T>(smem, layout.k), *v = tile::at<T>(smem, layout.v), *g = tile::at<T>(smem, layout.g);
-  T *s = tile::at<T>(smem, layout.s), *s_low = kSplitStates<T> ? tile::at<T>(smem, layout.s_low) : nullptr;
-  T* d_op = tile::at<T>(smem, layout.d_op);
-  float *d_acc = tile::at<float>(smem, layout.d_acc), *dq = tile::at<float>(smem, layout.dq);
-  float *f = tile::at<float>(smem, layout.f), *z = tile::at<float>(smem, layout.z), *r = tile::at<float>(smem, layout.r);
-  float *gd = tile::at<float>(smem, layout.gd), *scratch = tile::at<float>(smem, layout.scratch);
+  const auto sh = shared_tiles<DqLayout<T>>(d.cp, d.mt);
   const Block b(d, false);
-  const int rows = d.chunk_rows(b.chunk);
-  const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk, state = b.head * d.chunks + b.chunk;
   const int ldk = padded_ld<T>(d.cp), ldv = padded_ld<T>(d.mt), ldd = padded_ld<T>(kChunk);
   const int ld_acc = padded_ld<float>(kChunk), ldq = padded_ld<float>(d.cp), ldf = padded_ld<float>(d.mt);
 
-  tile::load_tile(args.k + row0 * d.c, d.c, rows, d.c, static_cast<const float*>(nullptr), k, ldk, kChunk, d.cp);
-  load_vectors(args, d, row0, rows, args.neg_grad_dot_out ? args.z + state * d.c : nullptr, r, gd, z);
+  load_features(args.k, d, b, sh.k);
+  load_vectors(args, d, b, args.neg_grad_dot_out ? args.z + b.state * d.c : nullptr, sh.r, sh.gd, sh.z);
   for (int value_tile = 0; value_tile < d.value_tiles; ++value_tile) {
     __syncthreads();  // the previous tile's products are done with v, g, s and f
-    load_value_tile(args.v, args.grad, d, row0, rows, value_tile, v, g);
-    const float s_scale = load_state_tile(args.kv, d, state, value_tile, s, s_low, f, ldf, scratch);
+    load_value_tile(args.v, args.grad, d, b, value_tile, sh.v, sh.g);
+    const float s_scale = load_state_tile(args.kv, d, b.state, value_tile, sh.s, sh.s_low, sh.f, ldf, sh.scratch);
     const float keep = value_tile > 0 ? 1.f : 0.f;
     // d_acc += grad V^T (kChunk x kChunk), dq += grad S^T (kChunk x cp): v and s read transposed
-    tile::block_mma<T, Split, true, false>(g, ldv, v, ldv, d_acc, ld_acc, kChunk, kChunk, d.mt, Causal::kNone, keep, 1.f);
-    tile::block_mma<T, Split, true, false>(g, ldv, s, ldv, dq, ldq, kChunk, d.cp, d.mt, Causal::kNone, keep, s_scale,
-                                           s_low);
+    tile::block_mma<T, Split, true, false>(sh.g, ldv, sh.v, ldv, sh.d_acc, ld_acc, kChunk, kChunk, d.mt, Causal::kNone,
+                                           keep, 1.f);
+    tile::block_mma<T, Split, true, false>(sh.g, ldv, sh.s, ldv, sh.dq, ldq, kChunk, d.cp, d.mt, Causal::kNone, keep,
+                                           s_scale, sh.s_low);
   }
   __syncthreads();
-  tile::causal_mask(d_acc, ld_acc, kChunk, r, gd);
-  for (int e = threadIdx.x; e < kChunk * d.cp; e += blockDim.x) dq[(e / d.cp) * ldq + e % d.cp] *= r[e / d.cp];
+  tile::causal_mask(sh.d_acc, ld_acc, kChunk, sh.r, sh.gd);
+  for (int e = threadIdx.x; e < kChunk * d.cp; e += blockDim.x) sh.dq[(e / d.cp) * ldq + e % d.cp] *= sh.r[e / d.cp];
   __syncthreads();
-  const float d_scale = tile::to_operand(d_acc, ld_acc, d_op, ldd, kChunk, kChunk, scratch);
+  const float d_scale = tile::to_operand(sh.d_acc, ld_acc, sh.d_op, ldd, kChunk, kChunk, sh.scratch);
   __syncthreads();
-  tile::block_mma<T, Split, true, true>(d_op, ldd, k, ldk, dq, ldq, kChunk, d.cp, kChunk, Causal::kLowerA, 1.f, d_scale);
+  tile::block_mma<T, Split, true, true>(sh.d_op, ldd, sh.k, ldk, sh.dq, ldq, kChunk, d.cp, kChunk, Causal::kLowerA, 1.f,
+                                        d_scale);
   __syncthreads();
-  for (int e = threadIdx.x; e < rows * d.c; e += blockDim.x) {
+  for (int e = threadIdx.x; e < b.rows * d.c; e += blockDim.x) {
     const int t = e / d.c, i = e % d.c;
-    args.dq[(row0 + t) * d.c + i] = tile::from_float<T>(dq[t * ldq + i] + gd[t] * z[i]);
+    args.dq[(b.row0 + t) * d.c + i] = tile::from_float<T>(sh.dq[t * ldq + i] + sh.gd[t] * sh.z[i]);
   }
 }
 
 template <typename T>
 struct DkvLayout {
-  size_t q, k, a, v, g, ds, ds_low, d_acc, dk, f, dz, r, gd, scratch, bytes;
-  __host__ __device__ DkvLayout(int cp, int mt) {
-    tile::Carve carve;
+  T *q, *k, *a, *v, *g, *ds, *ds_low;
+  float *d_acc, *dk, *f, *dz, *r, *gd, *scratch;
+  size_t bytes;
+  __host__ __device__ DkvLayout(int cp, int mt, unsigned char* base = nullptr) {
+    tile::Carve carve{base};
     q = carve.take<T>(kChunk * padded_ld<T>(cp));
     k = carve.take<T>(kChunk * padded_ld<T>(cp));
     a = carve.take<T>(kChunk * padded_ld<T>(kChunk));  // mask(q k^T), later D
     v = carve.take<T>(kChunk * padded_ld<T>(mt));
     g = carve.take<T>(kChunk * padded_ld<T>(mt));
     ds = carve.take<T>(cp * padded_ld<T>(mt));
-    ds_low = carve.take<T>(kSplitStates<T> ? cp * padded_ld<T>(mt) : 0);
+    ds_low = kSplitStates<T> ? carve.take<T>(cp * padded_ld<T>(mt)) : nullptr;
     d_acc = carve.take<float>(kChunk * padded_ld<float>(kChunk));
     dk = carve.take<float>(kChunk * padded_ld<float>(cp));
     f = carve.take<float>(max(kChunk, cp) * padded_ld<float>(max(kChunk, mt)));
@@ -139,56 +138,52 @@ struct DkvLayout {
 
 template <typename T, bool Split>
 __global__ void __launch_bounds__(tile::kThreads) chunk_dkv_kernel(BackwardArgs<T> args, Dims d) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  const DkvLayout<T> layout(d.cp, d.mt);
-  T *q = tile::at<T>(smem, layout.q), *k = tile::at<T>(smem, layout.k), *a = tile::at<T>(smem, layout.a);
-  T *v = tile::at<T>(smem, layout.v), *g = tile::at<T>(smem, layout.g), *ds = tile::at<T>(smem, layout.ds);
-  T* ds_low = kSplitStates<T> ? tile::at<T>(smem, layout.ds_low) : nullptr;
-  float *d_acc = tile::at<float>(smem, layout.d_acc), *dk = tile::at<float>(smem, layout.dk);
-  float *f = tile::at<float>(smem, layout.f), *dz = tile::at<float>(smem, layout.dz), *r = tile::at<float>(smem, layout.r);
-  float *gd = tile::at<float>(smem, layout.gd), *scratch = tile::at<float>(smem, layout.scratch);
+  const auto sh = shared_tiles<DkvLayout<T>>(d.cp, d.mt);
   const Block b(d, false);
-  const int rows = d.chunk_rows(b.chunk);
-  const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk, state = b.head * d.chunks + b.chunk;
   const int ldk = padded_ld<T>(d.cp), ldv = padded_ld<T>(d.mt), lda = padded_ld<T>(kChunk);
   const int ld_acc = padded_ld<float>(kChunk), ldk32 = padded_ld<float>(d.cp), ldf = padded_ld<float>(max(kChunk, d.mt));
-  const float* no_scale = nullptr;
 
-  tile::load_tile(args.q + row0 * d.c, d.c, rows, d.c, no_scale, q, ldk, kChunk, d.cp);
-  tile::load_tile(args.k + row0 * d.c, d.c, rows, d.c, no_scale, k, ldk, kChunk, d.cp);
-  load_vectors(args, d, row0, rows, args.dz + state * d.c, r, gd, dz);
+  load_features(args.q, d, b, sh.q);
+  load_features(args.k, d, b, sh.k);
+  load_vectors(args, d, b, args.dz + b.state * d.c, sh.r, sh.gd, sh.dz);
   __syncthreads();
-  tile::block_mma<T, Split, true, false>(q, ldk, k, ldk, f, ldf, kChunk, kChunk, d.cp, Causal::kLowerOutput, 0.f, 1.f);
+  tile::block_mma<T, Split, true, false>(sh.q, ldk, sh.k, ldk, sh.f, ldf, kChunk, kChunk, d.cp, Causal::kLowerOutput,
+                                         0.f, 1.f);
   __syncthreads();
-  tile::causal_mask(f, ldf, kChunk, r, nullptr);  // diag(r) mask(q k^T)
+  tile::causal_mask(sh.f, ldf, kChunk, sh.r, nullptr);  // diag(r) mask(q k^T)
   __syncthreads();
-  const float a_scale = tile::to_operand(f, ldf, a, lda, kChunk, kChunk, scratch);
+  const float a_scale = tile::to_operand(sh.f, ldf, sh.a, lda, kChunk, kChunk, sh.scratch);
   for (int value_tile = 0; value_tile < d.value_tiles; ++value_tile) {
     __syncthreads();  // f, v, g and ds are free again
-    load_value_tile(args.v, args.grad, d, row0, rows, value_tile, v, g);
-    const float ds_scale = load_state_tile(args.dkv, d, state, value_tile, ds, ds_low, f, ldf, scratch);
+    load_value_tile(args.v, args.grad, d, b, value_tile, sh.v, sh.g);
+    const float ds_scale = load_state_tile(args.dkv, d, b.state, value_tile, sh.ds, sh.ds_low, sh.f, ldf, sh.scratch);
     const float keep = value_tile > 0 ? 1.f : 0.f;
     // d_acc += grad V^T, dk += V dS^T (both over this tile's value columns)
-    tile::block_mma<T, Split, true, false>(g, ldv, v, ldv, d_acc, ld_acc, kChunk, kChunk, d.mt, Causal::kNone, keep, 1.f);
-    tile::block_mma<T, Split, true, false>(v, ldv, ds, ldv, dk, ldk32, kChunk, d.cp, d.mt, Causal::kNone, keep,
-                                           ds_scale, ds_low);
+    tile::block_mma<T, Split, true, false>(sh.g, ldv, sh.v, ldv, sh.d_acc, ld_acc, kChunk, kChunk, d.mt, Causal::kNone,
+                                           keep, 1.f);
+    tile::block_mma<T, Split, true, false>(sh.v, ldv, sh.ds, ldv, sh.dk, ldk32, kChunk, d.cp, d.mt, Causal::kNone, keep,
+                                           ds_scale, sh.ds_low);
     // dv tile = (diag(r) A)^T grad + K dS, A read transposed
-    tile::block_mma<T, Split, false, true>(a, lda, g, ldv, f, ldf, kChunk, d.mt, kChunk, Causal::kUpperA, 0.f, a_scale);
+    tile::block_mma<T, Split, false, true>(sh.a, lda, sh.g, ldv, sh.f, ldf, kChunk, d.mt, kChunk, Causal::kUpperA, 0.f,
+                                           a_scale);
     __syncthreads();
-    tile::block_mma<T, Split, true, true>(k, ldk, ds, ldv, f, ldf, kChunk, d.mt, d.cp, Causal::kNone, 1.f, ds_scale);
+    tile::block_mma<T, Split, true, true>(sh.k, ldk, sh.ds, ldv, sh.f, ldf, kChunk, d.mt, d.cp, Causal::kNone, 1.f,
+                                          ds_scale);
     __syncthreads();
-    tile::store_tile(f, ldf, rows, d.tile_cols(value_tile), args.dv + row0 * d.m + value_tile * d.mt, d.m);
+    tile::store_tile(sh.f, ldf, b.rows, d.tile_cols(value_tile), args.dv + b.row0 * d.m + value_tile * d.mt, d.m);
   }
   __syncthreads();
-  tile::causal_mask(d_acc, ld_acc, kChunk, r, gd);
+  tile::causal_mask(sh.d_acc, ld_acc, kChunk, sh.r, sh.gd);
   __syncthreads();
-  const float d_scale = tile::to_operand(d_acc, ld_acc, a, lda, kChunk, kChunk, scratch);  // a is free: D takes it
+  // a is free: D takes it
+  const float d_scale = tile::to_operand(sh.d_acc, ld_acc, sh.a, lda, kChunk, kChunk, sh.scratch);
   __syncthreads();
-  tile::block_mma<T, Split, false, true>(a, lda, q, ldk, dk, ldk32, kChunk, d.cp, kChunk, Causal::kUpperA, 1.f, d_scale);
+  tile::block_mma<T, Split, false, true>(sh.a, lda, sh.q, ldk, sh.dk, ldk32, kChunk, d.cp, kChunk, Causal::kUpperA, 1.f,
+                                         d_scale);
   __syncthreads();
-  for (int e = threadIdx.x; e < rows * d.c; e += blockDim.x) {
+  for (int e = threadIdx.x; e < b.rows * d.c; e += blockDim.x) {
     const int t = e / d.c, i = e % d.c;
-    args.dk[(row0 + t) * d.c + i] = tile::from_float<T>(dk[t * ldk32 + i] + dz[i]);
+    args.dk[(b.row0 + t) * d.c + i] = tile::from_float<T>(sh.dk[t * ldk32 + i] + sh.dz[i]);
   }
 }
 

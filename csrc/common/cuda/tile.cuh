@@ -42,22 +42,22 @@ __host__ __device__ constexpr int padded_ld(int cols) {
   return cols + static_cast<int>(16 / sizeof(T));
 }
 
-// Byte offsets of consecutive 128-byte-aligned arrays in dynamic shared memory; the same code sizes
-// the launch on the host and finds the arrays in the kernel.
+// Consecutive 128-byte-aligned arrays in dynamic shared memory: a kernel's layout takes its tiles from the
+// block's shared memory (base), and the same code sizes the launch on the host (no base: only bytes counts).
 struct Carve {
+  unsigned char* base = nullptr;
   size_t bytes = 0;
   template <typename T>
-  __host__ __device__ size_t take(int64_t count) {
+  __host__ __device__ T* take(int64_t count) {
     const size_t at = bytes;
     bytes += (static_cast<size_t>(count) * sizeof(T) + 127) / 128 * 128;
-    return at;
+#ifdef __CUDA_ARCH__
+    return reinterpret_cast<T*>(base + at);  // a pointer sum, so the compiler sees shared-memory accesses
+#else
+    return reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(base) + at);  // on the host base may be null
+#endif
   }
 };
-
-template <typename T>
-__device__ __forceinline__ T* at(unsigned char* base, size_t offset) {
-  return reinterpret_cast<T*>(base + offset);
-}
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }

@@ -5,7 +5,8 @@
 // The sequence is cut into chunks of kChunk (64) positions; b_t is the cumulative log-decay inside the
 // chunk (restarting at each chunk, computed once by the host), B = b_{kChunk-1} its total (padding
 // positions decay nothing), D[t][s] = exp(b_t - b_s) for s <= t. Every exponent is <= 0. Forward:
-//   1. decayed_state_kernel, one block per (head, chunk, value tile): added_c = (diag(exp(B - b)) K)^T V;
+//   1. added_state_kernel with RowDecays, one block per (head, chunk, value tile):
+//      added_c = (diag(exp(B - b)) K)^T V;
 //   2. chunk_scan_kernel, one thread per (head, state entry): S_c (entering chunk c) in place,
 //      S_{c+1} = exp(B_c) S_c + added_c from S_0 = the initial state, and the final state;
 //   3. decayed_output_kernel, one block per (head, chunk, value tile):
@@ -13,8 +14,12 @@
 // States stay fp32 in global memory; tiles enter the tensor cores in the input's type.
 #pragma once
 
+#include "common/cuda/chunk_added.cuh"
 #include "common/cuda/chunk_grid.cuh"
 #include "common/cuda/chunk_scan.cuh"
+#include "common/cuda/chunk_tiles.cuh"
+
+#include <limits>
 
 namespace lintf {
 namespace decayed_chunk {
@@ -25,13 +30,16 @@ using tile::Causal;
 using tile::kChunk;
 using tile::padded_ld;
 
-// exp(b_t), exp(B - b_t) and b_t of one chunk in shared memory, from the host's in-chunk cumulative
-// log-decays (heads * chunks * kChunk, padded).
+// exp(b_t), exp(B - b_t) and b_t of one chunk in shared memory (kFloats floats from `at`), from the host's
+// in-chunk cumulative log-decays (heads * chunks * kChunk, padded).
 struct Decays {
+  static constexpr int kFloats = 3 * kChunk;
   float *b, *to_start, *to_end;
 
+  __device__ explicit Decays(float* at) : b(at), to_start(at + kChunk), to_end(at + 2 * kChunk) {}
+
   __device__ void load(const float* cumulative, const Dims& d, const Block& block) {
-    const float* chunk_b = cumulative + (block.head * d.chunks + block.chunk) * int64_t(kChunk);
+    const float* chunk_b = cumulative + block.state * int64_t(kChunk);
     const float total = chunk_b[kChunk - 1];
     for (int t = threadIdx.x; t < kChunk; t += blockDim.x) {
       b[t] = chunk_b[t];
@@ -40,14 +48,6 @@ struct Decays {
     }
   }
 };
-
-// Shared-memory offsets of Decays (3 x kChunk floats).
-__host__ __device__ inline size_t take_decays(tile::Carve& carve) { return carve.take<float>(3 * kChunk); }
-
-__device__ inline Decays decays_at(unsigned char* smem, size_t offset) {
-  float* base = tile::at<float>(smem, offset);
-  return {base, base + kChunk, base + 2 * kChunk};
-}
 
 // c (kChunk x kChunk, fp32) o= D: c_ts exp(b_t - b_s) for s <= t, zero above the diagonal.
 __device__ inline void decay_mask(float* c, int ld, const float* b) {
@@ -62,61 +62,39 @@ __device__ inline void scale_rows(float* c, int ld, int rows, int cols, const fl
   for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) c[(e / cols) * ld + e % cols] *= w[e / cols];
 }
 
-// ---- step 1: what each chunk adds to the state --------------------------------------------------------
+// ---- step 1: what each chunk adds to the state (common/cuda/chunk_added.cuh) --------------------------
 
-// added_c = (diag(w) X_c)^T Y_c with w = exp(B - b) (forward: X = K, Y = V) or exp(b) (backward's reverse
-// sweep: X = Q, Y = grad_out), X rounded to the operand type after the scaling.
-template <typename T>
-struct StateArgs {
-  const T *x, *y;           // (heads, n, c), (heads, n, m)
-  const float* cumulative;  // (heads, chunks, kChunk) in-chunk cumulative log-decays
-  bool to_end;              // w = exp(B - b), else exp(b)
-  float* added;             // (heads, chunks, c, m)
-};
+// The decayed product's weights of X_c in what the chunk adds: one per row, w_t = exp(B - b_t) or exp(b_t).
+struct RowDecays {
+  __host__ __device__ static int floats(int) { return Decays::kFloats; }
 
-template <typename T>
-struct StateLayout {
-  size_t x, y, f, decays, scratch, bytes;
-  __host__ __device__ StateLayout(int cp, int mt) {
-    tile::Carve carve;
-    x = carve.take<T>(kChunk * padded_ld<T>(cp));
-    y = carve.take<T>(kChunk * padded_ld<T>(mt));
-    f = carve.take<float>(max(kChunk * padded_ld<float>(cp), cp * padded_ld<float>(mt)));  // x staged, then added
-    decays = take_decays(carve);
-    scratch = carve.take<float>(tile::kWarps);
-    bytes = carve.bytes;
+  // b_t, the cumulative log-decay inside each chunk: (heads, chunks, kChunk) fp32, padding positions adding 0.
+  static at::Tensor cumulative(const Dims& d, const at::Tensor& log_decay) {
+    const int64_t padding = int64_t(d.chunks) * kChunk - d.n;
+    const auto flat = log_decay.to(at::kFloat).reshape({d.heads, d.n});
+    return at::constant_pad_nd(flat, {0, padding}).reshape({d.heads, d.chunks, kChunk}).cumsum(2).contiguous();
+  }
+
+  // Where the scan finds each chunk's total log-decay: the last of its in-chunk cumulative ones.
+  static chunk::ScanDecays scan_decays(const Dims&, const at::Tensor& cumulative) {
+    return {cumulative.data_ptr<float>() + (kChunk - 1), kChunk, std::numeric_limits<int64_t>::max()};
+  }
+
+  // One decay a chunk: (heads, chunks).
+  static at::Tensor per_decay(const at::Tensor& products) { return products.sum({2, 3}); }
+
+  template <typename T>
+  __device__ static void weigh(const chunk::AddedArgs<T>& args, const Dims& d, const Block& b, float* weights,
+                               float* f) {
+    Decays decays(weights);
+    decays.load(args.cumulative, d, b);
+    __syncthreads();
+    chunk::load_features(args.x, d, b, f, args.to_end ? decays.to_end : decays.to_start);
   }
 };
 
-template <typename T, bool Split>
-__global__ void __launch_bounds__(tile::kThreads) decayed_state_kernel(StateArgs<T> args, Dims d) {
-  unsigned char* smem = chunk::shared_memory();
-  const StateLayout<T> layout(d.cp, d.mt);
-  T* x = tile::at<T>(smem, layout.x);
-  T* y = tile::at<T>(smem, layout.y);
-  float* f = tile::at<float>(smem, layout.f);
-  float* scratch = tile::at<float>(smem, layout.scratch);
-  Decays decays = decays_at(smem, layout.decays);
-  const Block b(d, true);
-  const int rows = d.chunk_rows(b.chunk), cols = d.tile_cols(b.value_tile), m0 = b.value_tile * d.mt;
-  const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk;
-  const int ldx = padded_ld<T>(d.cp), ldy = padded_ld<T>(d.mt), ldfx = padded_ld<float>(d.cp);
-  const int ldf = padded_ld<float>(d.mt);
-
-  decays.load(args.cumulative, d, b);
-  __syncthreads();
-  const float* w = args.to_end ? decays.to_end : decays.to_start;
-  tile::load_tile(args.x + row0 * d.c, d.c, rows, d.c, w, f, ldfx, kChunk, d.cp);
-  tile::load_tile(args.y + row0 * d.m + m0, d.m, rows, cols, static_cast<const float*>(nullptr), y, ldy, kChunk, d.mt);
-  __syncthreads();
-  const float x_scale = tile::to_operand(f, ldfx, x, ldx, kChunk, d.cp, scratch);
-  __syncthreads();
-  // added (cp x mt) = x^T y: x read as a column-major (cp x kChunk) operand
-  tile::block_mma<T, Split, false, true>(x, ldx, y, ldy, f, ldf, d.cp, d.mt, kChunk, Causal::kNone, 0.f, x_scale);
-  __syncthreads();
-  float* added = args.added + (b.head * d.chunks + b.chunk) * int64_t(d.c) * d.m + m0;
-  tile::store_tile(f, ldf, d.c, cols, added, d.m);
-}
+template <typename T>
+using StateLayout = chunk::AddedLayout<T, RowDecays>;
 
 // ---- step 2: the decayed scan over chunks (common/cuda/chunk_scan.cuh) ------------------------------
 
@@ -132,15 +110,17 @@ struct OutputArgs {
 
 template <typename T>
 struct OutputLayout {
-  size_t q, ks, v, a, f, decays, scratch, bytes;
-  __host__ __device__ OutputLayout(int cp, int mt) {
-    tile::Carve carve;
+  T *q, *ks, *v, *a;
+  float *f, *decays, *scratch;
+  size_t bytes;
+  __host__ __device__ OutputLayout(int cp, int mt, unsigned char* base = nullptr) {
+    tile::Carve carve{base};
     q = carve.take<T>(kChunk * padded_ld<T>(cp));
     ks = carve.take<T>(max(kChunk * padded_ld<T>(cp), cp * padded_ld<T>(mt)));  // k, later the state
     v = carve.take<T>(kChunk * padded_ld<T>(mt));
     a = carve.take<T>(kChunk * padded_ld<T>(kChunk));
     f = carve.take<float>(max(kChunk, cp) * padded_ld<float>(max(kChunk, mt)));
-    decays = take_decays(carve);
+    decays = carve.take<float>(Decays::kFloats);
     scratch = carve.take<float>(tile::kWarps);
     bytes = carve.bytes;
   }
@@ -148,46 +128,38 @@ struct OutputLayout {
 
 template <typename T, bool Split>
 __global__ void __launch_bounds__(tile::kThreads) decayed_output_kernel(OutputArgs<T> args, Dims d) {
-  unsigned char* smem = chunk::shared_memory();
-  const OutputLayout<T> layout(d.cp, d.mt);
-  T* q = tile::at<T>(smem, layout.q);
-  T* ks = tile::at<T>(smem, layout.ks);
-  T* v = tile::at<T>(smem, layout.v);
-  T* a = tile::at<T>(smem, layout.a);
-  float* f = tile::at<float>(smem, layout.f);
-  float* scratch = tile::at<float>(smem, layout.scratch);
-  Decays decays = decays_at(smem, layout.decays);
+  const auto sh = chunk::shared_tiles<OutputLayout<T>>(d.cp, d.mt);
+  Decays decays(sh.decays);
   const Block b(d, true);
-  const int rows = d.chunk_rows(b.chunk), cols = d.tile_cols(b.value_tile), m0 = b.value_tile * d.mt;
-  const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk, state = b.head * d.chunks + b.chunk;
   const int ldq = padded_ld<T>(d.cp), lds = padded_ld<T>(d.mt), lda = padded_ld<T>(kChunk);
   const int ldf = padded_ld<float>(max(kChunk, d.mt));
-  const float* no_scale = nullptr;
 
   decays.load(args.cumulative, d, b);
-  tile::load_tile(args.q + row0 * d.c, d.c, rows, d.c, no_scale, q, ldq, kChunk, d.cp);
-  tile::load_tile(args.k + row0 * d.c, d.c, rows, d.c, no_scale, ks, ldq, kChunk, d.cp);
-  tile::load_tile(args.v + row0 * d.m + m0, d.m, rows, cols, no_scale, v, lds, kChunk, d.mt);
+  chunk::load_features(args.q, d, b, sh.q);
+  chunk::load_features(args.k, d, b, sh.ks);
+  chunk::load_values(args.v, d, b, b.value_tile, sh.v);
   __syncthreads();
   // (q k^T) o D (kChunk x kChunk), k read as a column-major (cp x kChunk) operand
-  tile::block_mma<T, Split, true, false>(q, ldq, ks, ldq, f, ldf, kChunk, kChunk, d.cp, Causal::kLowerOutput, 0.f, 1.f);
+  tile::block_mma<T, Split, true, false>(sh.q, ldq, sh.ks, ldq, sh.f, ldf, kChunk, kChunk, d.cp, Causal::kLowerOutput,
+                                         0.f, 1.f);
   __syncthreads();
-  decay_mask(f, ldf, decays.b);
+  decay_mask(sh.f, ldf, decays.b);
   __syncthreads();
-  const float a_scale = tile::to_operand(f, ldf, a, lda, kChunk, kChunk, scratch);
+  const float a_scale = tile::to_operand(sh.f, ldf, sh.a, lda, kChunk, kChunk, sh.scratch);
   __syncthreads();
-  tile::load_tile(args.states + state * int64_t(d.c) * d.m + m0, d.m, d.c, cols, no_scale, f, ldf, d.cp, d.mt);
-  __syncthreads();
-  const float s_scale = tile::to_operand(f, ldf, ks, lds, d.cp, d.mt, scratch);  // k is no longer needed
-  __syncthreads();
+  // k is no longer needed: the state takes its tile
+  const float s_scale = chunk::load_state_tile(args.states, d, b.state, b.value_tile, sh.ks, chunk::kNoLow<T>, sh.f,
+                                               ldf, sh.scratch);
   // out (kChunk x mt) = diag(exp(b)) q S + ((q k^T) o D) v
-  tile::block_mma<T, Split, true, true>(q, ldq, ks, lds, f, ldf, kChunk, d.mt, d.cp, Causal::kNone, 0.f, s_scale);
+  tile::block_mma<T, Split, true, true>(sh.q, ldq, sh.ks, lds, sh.f, ldf, kChunk, d.mt, d.cp, Causal::kNone, 0.f,
+                                        s_scale);
   __syncthreads();
-  scale_rows(f, ldf, kChunk, d.mt, decays.to_start);
+  scale_rows(sh.f, ldf, kChunk, d.mt, decays.to_start);
   __syncthreads();
-  tile::block_mma<T, Split, true, true>(a, lda, v, lds, f, ldf, kChunk, d.mt, kChunk, Causal::kLowerA, 1.f, a_scale);
+  tile::block_mma<T, Split, true, true>(sh.a, lda, sh.v, lds, sh.f, ldf, kChunk, d.mt, kChunk, Causal::kLowerA, 1.f,
+                                        a_scale);
   __syncthreads();
-  tile::store_tile(f, ldf, rows, cols, args.out + row0 * d.m + m0, d.m);
+  tile::store_tile(sh.f, ldf, b.rows, b.cols, args.out + b.row0 * d.m + b.m0, d.m);
 }
 
 }  // namespace decayed_chunk

@@ -33,12 +33,10 @@ struct BackwardArgs {
   float* d_log_decay;         // (heads, n): q . dq from the dq kernel, then d log_decay
 };
 
+using chunk::kNoLow;  // the decayed product's states enter the tensor cores whole
+using chunk::load_features;
 using chunk::load_state_tile;
 using chunk::load_value_tile;
-
-// The decayed product's states enter the tensor cores whole (no rounding remainder kept).
-template <typename T>
-constexpr T* kNoLow = nullptr;
 
 // out[t] = x_t . y_t for the chunk's rows, x in global memory (row length c), y an fp32 tile.
 template <typename T>
@@ -50,11 +48,39 @@ __device__ void row_dots(const T* x, const float* y, int ldy, int rows, int c, f
   }
 }
 
+// The end of dq (kSide kLowerA: dq = diag(exp(b)) G S^T + M K) and of dk (kUpperA: dk = diag(exp(B - b)) V R^T
+// + M^T Q), M = (G V^T) o D, from the value loop's sums: G V^T in m_acc, the state term in acc (kChunk x cp).
+// M goes through m_op, other is K or Q; the gradient, finished in acc, goes to grad and its row dots with x
+// (q . dq or k . dk) to dots.
+template <typename T, bool Split, Causal kSide>
+__device__ void finish_gradient(const Dims& d, const Block& b, const float* decay_b, const float* row_decay,
+                                float* m_acc, T* m_op, const T* other, float* acc, float* scratch, const T* x, T* grad,
+                                float* dots) {
+  const int ld_acc = padded_ld<float>(kChunk), ldm = padded_ld<T>(kChunk), ld = padded_ld<float>(d.cp);
+  __syncthreads();
+  decay_mask(m_acc, ld_acc, decay_b);
+  scale_rows(acc, ld, kChunk, d.cp, row_decay);
+  __syncthreads();
+  const float m_scale = tile::to_operand(m_acc, ld_acc, m_op, ldm, kChunk, kChunk, scratch);
+  __syncthreads();
+  // M read as it is for dq, transposed for dk
+  tile::block_mma<T, Split, kSide == Causal::kLowerA, true>(m_op, ldm, other, padded_ld<T>(d.cp), acc, ld, kChunk, d.cp,
+                                                             kChunk, kSide, 1.f, m_scale);
+  __syncthreads();
+  for (int e = threadIdx.x; e < b.rows * d.c; e += blockDim.x) {
+    const int t = e / d.c, i = e % d.c;
+    grad[(b.row0 + t) * d.c + i] = tile::from_float<T>(acc[t * ld + i]);
+  }
+  row_dots(x + b.row0 * d.c, acc, ld, b.rows, d.c, dots);
+}
+
 template <typename T>
 struct DqLayout {
-  size_t k, v, g, s, m_op, m_acc, dq, f, decays, scratch, bytes;
-  __host__ __device__ DqLayout(int cp, int mt) {
-    tile::Carve carve;
+  T *k, *v, *g, *s, *m_op;
+  float *m_acc, *dq, *f, *decays, *scratch;
+  size_t bytes;
+  __host__ __device__ DqLayout(int cp, int mt, unsigned char* base = nullptr) {
+    tile::Carve carve{base};
     k = carve.take<T>(kChunk * padded_ld<T>(cp));
     v = carve.take<T>(kChunk * padded_ld<T>(mt));
     g = carve.take<T>(kChunk * padded_ld<T>(mt));
@@ -63,7 +89,7 @@ struct DqLayout {
     m_acc = carve.take<float>(kChunk * padded_ld<float>(kChunk));
     dq = carve.take<float>(kChunk * padded_ld<float>(cp));
     f = carve.take<float>(max(kChunk, cp) * padded_ld<float>(mt));
-    decays = take_decays(carve);
+    decays = carve.take<float>(Decays::kFloats);
     scratch = carve.take<float>(tile::kWarps);
     bytes = carve.bytes;
   }
@@ -71,50 +97,36 @@ struct DqLayout {
 
 template <typename T, bool Split>
 __global__ void __launch_bounds__(tile::kThreads) decayed_dq_kernel(BackwardArgs<T> args, Dims d) {
-  unsigned char* smem = chunk::shared_memory();
-  const DqLayout<T> layout(d.cp, d.mt);
-  T *k = tile::at<T>(smem, layout.k), *v = tile::at<T>(smem, layout.v), *g = tile::at<T>(smem, layout.g);
-  T *s = tile::at<T>(smem, layout.s), *m_op = tile::at<T>(smem, layout.m_op);
-  float *m_acc = tile::at<float>(smem, layout.m_acc), *dq = tile::at<float>(smem, layout.dq);
-  float *f = tile::at<float>(smem, layout.f), *scratch = tile::at<float>(smem, layout.scratch);
-  Decays decays = decays_at(smem, layout.decays);
+  const auto sh = chunk::shared_tiles<DqLayout<T>>(d.cp, d.mt);
+  Decays decays(sh.decays);
   const Block b(d, false);
-  const int rows = d.chunk_rows(b.chunk);
-  const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk, state = b.head * d.chunks + b.chunk;
-  const int ldk = padded_ld<T>(d.cp), ldv = padded_ld<T>(d.mt), ldm = padded_ld<T>(kChunk);
-  const int ld_acc = padded_ld<float>(kChunk), ldq = padded_ld<float>(d.cp), ldf = padded_ld<float>(d.mt);
+  const int ldv = padded_ld<T>(d.mt), ld_acc = padded_ld<float>(kChunk), ldq = padded_ld<float>(d.cp);
+  const int ldf = padded_ld<float>(d.mt);
 
   decays.load(args.cumulative, d, b);
-  tile::load_tile(args.k + row0 * d.c, d.c, rows, d.c, static_cast<const float*>(nullptr), k, ldk, kChunk, d.cp);
+  load_features(args.k, d, b, sh.k);
   for (int value_tile = 0; value_tile < d.value_tiles; ++value_tile) {
     __syncthreads();  // the previous tile's products are done with v, g, s and f
-    load_value_tile(args.v, args.grad, d, row0, rows, value_tile, v, g);
-    const float s_scale = load_state_tile(args.states, d, state, value_tile, s, kNoLow<T>, f, ldf, scratch);
+    load_value_tile(args.v, args.grad, d, b, value_tile, sh.v, sh.g);
+    const float s_scale = load_state_tile(args.states, d, b.state, value_tile, sh.s, kNoLow<T>, sh.f, ldf, sh.scratch);
     const float keep = value_tile > 0 ? 1.f : 0.f;
     // m_acc += grad V^T (kChunk x kChunk), dq += grad S^T (kChunk x cp): v and s read transposed
-    tile::block_mma<T, Split, true, false>(g, ldv, v, ldv, m_acc, ld_acc, kChunk, kChunk, d.mt, Causal::kNone, keep, 1.f);
-    tile::block_mma<T, Split, true, false>(g, ldv, s, ldv, dq, ldq, kChunk, d.cp, d.mt, Causal::kNone, keep, s_scale);
+    tile::block_mma<T, Split, true, false>(sh.g, ldv, sh.v, ldv, sh.m_acc, ld_acc, kChunk, kChunk, d.mt, Causal::kNone,
+                                           keep, 1.f);
+    tile::block_mma<T, Split, true, false>(sh.g, ldv, sh.s, ldv, sh.dq, ldq, kChunk, d.cp, d.mt, Causal::kNone, keep,
+                                           s_scale);
   }
-  __syncthreads();
-  decay_mask(m_acc, ld_acc, decays.b);
-  scale_rows(dq, ldq, kChunk, d.cp, decays.to_start);
-  __syncthreads();
-  const float m_scale = tile::to_operand(m_acc, ld_acc, m_op, ldm, kChunk, kChunk, scratch);
-  __syncthreads();
-  tile::block_mma<T, Split, true, true>(m_op, ldm, k, ldk, dq, ldq, kChunk, d.cp, kChunk, Causal::kLowerA, 1.f, m_scale);
-  __syncthreads();
-  for (int e = threadIdx.x; e < rows * d.c; e += blockDim.x) {
-    const int t = e / d.c, i = e % d.c;
-    args.dq[(row0 + t) * d.c + i] = tile::from_float<T>(dq[t * ldq + i]);
-  }
-  row_dots(args.q + row0 * d.c, dq, ldq, rows, d.c, args.d_log_decay + row0);
+  finish_gradient<T, Split, Causal::kLowerA>(d, b, decays.b, decays.to_start, sh.m_acc, sh.m_op, sh.k, sh.dq,
+                                             sh.scratch, args.q, args.dq, args.d_log_decay + b.row0);
 }
 
 template <typename T>
 struct DkvLayout {
-  size_t q, k, a, v, g, r, m_acc, dk, f, decays, dots, scratch, bytes;
-  __host__ __device__ DkvLayout(int cp, int mt) {
-    tile::Carve carve;
+  T *q, *k, *a, *v, *g, *r;
+  float *m_acc, *dk, *f, *decays, *dots, *scratch;
+  size_t bytes;
+  __host__ __device__ DkvLayout(int cp, int mt, unsigned char* base = nullptr) {
+    tile::Carve carve{base};
     q = carve.take<T>(kChunk * padded_ld<T>(cp));
     k = carve.take<T>(kChunk * padded_ld<T>(cp));
     a = carve.take<T>(kChunk * padded_ld<T>(kChunk));  // (q k^T) o D, later M
@@ -124,7 +136,7 @@ struct DkvLayout {
     m_acc = carve.take<float>(kChunk * padded_ld<float>(kChunk));
     dk = carve.take<float>(kChunk * padded_ld<float>(cp));
     f = carve.take<float>(max(kChunk, cp) * padded_ld<float>(max(kChunk, mt)));
-    decays = take_decays(carve);
+    decays = carve.take<float>(Decays::kFloats);
     dots = carve.take<float>(kChunk);
     scratch = carve.take<float>(tile::kWarps);
     bytes = carve.bytes;
@@ -142,62 +154,49 @@ __device__ inline void finish_d_log_decay(float* d_log_decay, const float* k_dot
 
 template <typename T, bool Split>
 __global__ void __launch_bounds__(tile::kThreads) decayed_dkv_kernel(BackwardArgs<T> args, Dims d) {
-  unsigned char* smem = chunk::shared_memory();
-  const DkvLayout<T> layout(d.cp, d.mt);
-  T *q = tile::at<T>(smem, layout.q), *k = tile::at<T>(smem, layout.k), *a = tile::at<T>(smem, layout.a);
-  T *v = tile::at<T>(smem, layout.v), *g = tile::at<T>(smem, layout.g), *r = tile::at<T>(smem, layout.r);
-  float *m_acc = tile::at<float>(smem, layout.m_acc), *dk = tile::at<float>(smem, layout.dk);
-  float *f = tile::at<float>(smem, layout.f), *dots = tile::at<float>(smem, layout.dots);
-  float* scratch = tile::at<float>(smem, layout.scratch);
-  Decays decays = decays_at(smem, layout.decays);
+  const auto sh = chunk::shared_tiles<DkvLayout<T>>(d.cp, d.mt);
+  Decays decays(sh.decays);
   const Block b(d, false);
-  const int rows = d.chunk_rows(b.chunk);
-  const int64_t row0 = b.head * d.n + int64_t(b.chunk) * kChunk, state = b.head * d.chunks + b.chunk;
   const int ldk = padded_ld<T>(d.cp), ldv = padded_ld<T>(d.mt), lda = padded_ld<T>(kChunk);
   const int ld_acc = padded_ld<float>(kChunk), ldk32 = padded_ld<float>(d.cp), ldf = padded_ld<float>(max(kChunk, d.mt));
-  const float* no_scale = nullptr;
 
   decays.load(args.cumulative, d, b);
-  tile::load_tile(args.q + row0 * d.c, d.c, rows, d.c, no_scale, q, ldk, kChunk, d.cp);
-  tile::load_tile(args.k + row0 * d.c, d.c, rows, d.c, no_scale, k, ldk, kChunk, d.cp);
+  load_features(args.q, d, b, sh.q);
+  load_features(args.k, d, b, sh.k);
   __syncthreads();
-  tile::block_mma<T, Split, true, false>(q, ldk, k, ldk, f, ldf, kChunk, kChunk, d.cp, Causal::kLowerOutput, 0.f, 1.f);
+  tile::block_mma<T, Split, true, false>(sh.q, ldk, sh.k, ldk, sh.f, ldf, kChunk, kChunk, d.cp, Causal::kLowerOutput,
+                                         0.f, 1.f);
   __syncthreads();
-  decay_mask(f, ldf, decays.b);
+  decay_mask(sh.f, ldf, decays.b);
   __syncthreads();
-  const float a_scale = tile::to_operand(f, ldf, a, lda, kChunk, kChunk, scratch);
+  const float a_scale = tile::to_operand(sh.f, ldf, sh.a, lda, kChunk, kChunk, sh.scratch);
   for (int value_tile = 0; value_tile < d.value_tiles; ++value_tile) {
     __syncthreads();  // f, v, g and r are free again
-    load_value_tile(args.v, args.grad, d, row0, rows, value_tile, v, g);
-    const float r_scale = load_state_tile(args.grad_states, d, state, value_tile, r, kNoLow<T>, f, ldf, scratch);
+    load_value_tile(args.v, args.grad, d, b, value_tile, sh.v, sh.g);
+    const float r_scale = load_state_tile(args.grad_states, d, b.state, value_tile, sh.r, kNoLow<T>, sh.f, ldf,
+                                          sh.scratch);
     const float keep = value_tile > 0 ? 1.f : 0.f;
     // m_acc += grad V^T, dk += V R^T (both over this tile's value columns)
-    tile::block_mma<T, Split, true, false>(g, ldv, v, ldv, m_acc, ld_acc, kChunk, kChunk, d.mt, Causal::kNone, keep, 1.f);
-    tile::block_mma<T, Split, true, false>(v, ldv, r, ldv, dk, ldk32, kChunk, d.cp, d.mt, Causal::kNone, keep, r_scale);
+    tile::block_mma<T, Split, true, false>(sh.g, ldv, sh.v, ldv, sh.m_acc, ld_acc, kChunk, kChunk, d.mt, Causal::kNone,
+                                           keep, 1.f);
+    tile::block_mma<T, Split, true, false>(sh.v, ldv, sh.r, ldv, sh.dk, ldk32, kChunk, d.cp, d.mt, Causal::kNone, keep,
+                                           r_scale);
     // dv tile = diag(exp(B - b)) K R + A^T grad, A read transposed
-    tile::block_mma<T, Split, true, true>(k, ldk, r, ldv, f, ldf, kChunk, d.mt, d.cp, Causal::kNone, 0.f, r_scale);
+    tile::block_mma<T, Split, true, true>(sh.k, ldk, sh.r, ldv, sh.f, ldf, kChunk, d.mt, d.cp, Causal::kNone, 0.f,
+                                          r_scale);
     __syncthreads();
-    scale_rows(f, ldf, kChunk, d.mt, decays.to_end);
+    scale_rows(sh.f, ldf, kChunk, d.mt, decays.to_end);
     __syncthreads();
-    tile::block_mma<T, Split, false, true>(a, lda, g, ldv, f, ldf, kChunk, d.mt, kChunk, Causal::kUpperA, 1.f, a_scale);
+    tile::block_mma<T, Split, false, true>(sh.a, lda, sh.g, ldv, sh.f, ldf, kChunk, d.mt, kChunk, Causal::kUpperA, 1.f,
+                                           a_scale);
     __syncthreads();
-    tile::store_tile(f, ldf, rows, d.tile_cols(value_tile), args.dv + row0 * d.m + value_tile * d.mt, d.m);
+    tile::store_tile(sh.f, ldf, b.rows, d.tile_cols(value_tile), args.dv + b.row0 * d.m + value_tile * d.mt, d.m);
   }
+  // a is free: M takes it
+  finish_gradient<T, Split, Causal::kUpperA>(d, b, decays.b, decays.to_end, sh.m_acc, sh.a, sh.q, sh.dk, sh.scratch,
+                                             args.k, args.dk, sh.dots);
   __syncthreads();
-  decay_mask(m_acc, ld_acc, decays.b);
-  scale_rows(dk, ldk32, kChunk, d.cp, decays.to_end);
-  __syncthreads();
-  const float m_scale = tile::to_operand(m_acc, ld_acc, a, lda, kChunk, kChunk, scratch);  // a is free: M takes it
-  __syncthreads();
-  tile::block_mma<T, Split, false, true>(a, lda, q, ldk, dk, ldk32, kChunk, d.cp, kChunk, Causal::kUpperA, 1.f, m_scale);
-  __syncthreads();
-  for (int e = threadIdx.x; e < rows * d.c; e += blockDim.x) {
-    const int t = e / d.c, i = e % d.c;
-    args.dk[(row0 + t) * d.c + i] = tile::from_float<T>(dk[t * ldk32 + i]);
-  }
-  row_dots(args.k + row0 * d.c, dk, ldk32, rows, d.c, dots);
-  __syncthreads();
-  finish_d_log_decay(args.d_log_decay + row0, dots, rows, args.x[state]);
+  finish_d_log_decay(args.d_log_decay + b.row0, sh.dots, b.rows, args.x[b.state]);
 }
 
 }  // namespace decayed_chunk

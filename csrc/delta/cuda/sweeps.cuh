@@ -32,9 +32,10 @@ struct SweepArgs {
 };
 
 struct SweepLayout {
-  size_t state, left, right, third, f, g, bytes;
-  __host__ __device__ SweepLayout(int cp, int mt) {
-    tile::Carve carve;
+  float *state, *left, *right, *third, *f, *g;
+  size_t bytes;
+  __host__ __device__ SweepLayout(int cp, int mt, unsigned char* base = nullptr) {
+    tile::Carve carve{base};
     state = carve.take<float>(cp * padded_ld<float>(mt));
     left = carve.take<float>(kChunk * padded_ld<float>(cp));
     right = carve.take<float>(kChunk * padded_ld<float>(cp));
@@ -71,10 +72,8 @@ __device__ inline void load_state(const float* base, const SweepArgs& a, int64_t
 
 template <bool Split>
 __global__ void __launch_bounds__(tile::kThreads) delta_forward_sweep_kernel(SweepArgs a) {
-  unsigned char* smem = chunk::shared_memory();
-  const SweepLayout layout(a.cp, a.mt);
-  float *s = tile::at<float>(smem, layout.state), *w = tile::at<float>(smem, layout.left);
-  float *fk = tile::at<float>(smem, layout.right), *u = tile::at<float>(smem, layout.f);
+  const auto sh = chunk::shared_tiles<SweepLayout>(a.cp, a.mt);
+  float *s = sh.state, *w = sh.left, *fk = sh.right, *u = sh.f;
   const int64_t head = blockIdx.x / a.value_tiles;
   const int value_tile = static_cast<int>(blockIdx.x % a.value_tiles), m0 = value_tile * a.mt;
   const int cols = min(a.mt, a.m - m0), lds = padded_ld<float>(a.mt), ldk = padded_ld<float>(a.cp);
@@ -101,11 +100,8 @@ __global__ void __launch_bounds__(tile::kThreads) delta_forward_sweep_kernel(Swe
 
 template <bool Split>
 __global__ void __launch_bounds__(tile::kThreads) delta_backward_sweep_kernel(SweepArgs a) {
-  unsigned char* smem = chunk::shared_memory();
-  const SweepLayout layout(a.cp, a.mt);
-  float *ds = tile::at<float>(smem, layout.state), *rt = tile::at<float>(smem, layout.left);
-  float *qe = tile::at<float>(smem, layout.right), *kb = tile::at<float>(smem, layout.third);
-  float *dr = tile::at<float>(smem, layout.f), *dos = tile::at<float>(smem, layout.g);
+  const auto sh = chunk::shared_tiles<SweepLayout>(a.cp, a.mt);
+  float *ds = sh.state, *rt = sh.left, *qe = sh.right, *kb = sh.third, *dr = sh.f, *dos = sh.g;
   const int64_t head = blockIdx.x / a.value_tiles;
   const int value_tile = static_cast<int>(blockIdx.x % a.value_tiles), m0 = value_tile * a.mt;
   const int cols = min(a.mt, a.m - m0), lds = padded_ld<float>(a.mt), ldk = padded_ld<float>(a.cp);

@@ -9,7 +9,8 @@
 // per feature, so the in-chunk scores A_ts = sum_i q_ti k_si exp(b_ti - b_si) are no matrix product: each
 // thread sums them for its pairs with the exponents in log space, every one <= 0 whatever the gates
 // (q exp(b) . k exp(-b) would overflow for strong gates). Forward:
-//   1. gla_state_kernel, one block per (head, chunk, value tile): added_c = (K o exp(B - b))^T V;
+//   1. added_state_kernel with FeatureGates, one block per (head, chunk, value tile):
+//      added_c = (K o exp(B - b))^T V;
 //   2. chunk_scan_kernel, one thread per (head, state entry): S_c (entering chunk c) in place,
 //      S_{c+1} = diag(exp(B_c)) S_c + added_c from S_0 = the initial state, and the final state;
 //   3. gla_output_kernel, one block per (head, chunk, value tile):
@@ -17,8 +18,10 @@
 // States stay fp32 in global memory; tiles enter the tensor cores in the input's type.
 #pragma once
 
+#include "common/cuda/chunk_added.cuh"
 #include "common/cuda/chunk_grid.cuh"
 #include "common/cuda/chunk_scan.cuh"
+#include "common/cuda/chunk_tiles.cuh"
 
 namespace lintf {
 namespace gla_chunk {
@@ -36,20 +39,20 @@ constexpr float kLog2e = 1.4426950408889634f;
 // The chunk's b (kChunk x cp, fp32, padding features 0) in base 2, b log2(e), from the host's in-chunk
 // cumulative log-gates (heads, chunks, kChunk, c).
 __device__ inline void load_gates(const float* cumulative, const Dims& d, const Block& block, float* b) {
-  const float* chunk_b = cumulative + (block.head * d.chunks + block.chunk) * int64_t(kChunk) * d.c;
+  const float* chunk_b = cumulative + block.state * int64_t(kChunk) * d.c;
   const int ld = padded_ld<float>(d.cp);
   tile::load_tile(chunk_b, d.c, kChunk, d.c, static_cast<const float*>(nullptr), b, ld, kChunk, d.cp);
   __syncthreads();
   for (int e = threadIdx.x; e < kChunk * d.cp; e += blockDim.x) b[(e / d.cp) * ld + e % d.cp] *= kLog2e;
 }
 
-// f (kChunk x cp, fp32) = the chunk's rows of x ((heads * n, c) row-major, from row row0), zeros past
+// f (kChunk x cp, fp32) = the chunk's rows of x ((heads * n, c) row-major), zeros past
 // them, times exp(b) (to_end false: the state entering the chunk reaches row t) or exp(B - b) (to_end:
 // row t reaches the state leaving it), feature by feature; b in base 2 (load_gates). Every exponent is <= 0.
 template <typename T>
-__device__ void load_gated(const T* x, const Dims& d, int64_t row0, int rows, const float* b, bool to_end, float* f) {
+__device__ void load_gated(const T* x, const Dims& d, const Block& block, const float* b, bool to_end, float* f) {
   const int ldf = padded_ld<float>(d.cp), ldb = padded_ld<float>(d.cp);
-  tile::load_tile(x + row0 * d.c, d.c, rows, d.c, static_cast<const float*>(nullptr), f, ldf, kChunk, d.cp);
+  chunk::load_features(x, d, block, f);
   __syncthreads();
   for (int e = threadIdx.x; e < kChunk * d.cp; e += blockDim.x) {
     const int t = e / d.cp, i = e % d.cp;
@@ -73,61 +76,38 @@ __device__ void gated_scores(const T* q, const T* k, const float* b, const Dims&
   }
 }
 
-// ---- step 1: what each chunk adds to the state --------------------------------------------------------
+// ---- step 1: what each chunk adds to the state (common/cuda/chunk_added.cuh) --------------------------
 
-// added_c = factor (X_c o w)^T Y_c with w = exp(B - b) (forward: X = K, Y = V, factor 1) or exp(b) (the
-// backward's reverse sweep: X = Q, Y = grad_out, factor = scale), X rounded to the operand type after the gating.
-template <typename T>
-struct StateArgs {
-  const T *x, *y;           // (heads, n, c), (heads, n, m)
-  const float* cumulative;  // (heads, chunks, kChunk, c) in-chunk cumulative log-gates
-  bool to_end;              // w = exp(B - b), else exp(b)
-  float factor;
-  float* added;             // (heads, chunks, c, m)
-};
+// GLA's weights of X_c in what the chunk adds: one per row and feature, w_ti = exp(B_i - b_ti) or exp(b_ti).
+struct FeatureGates {
+  __host__ __device__ static int floats(int cp) { return kChunk * padded_ld<float>(cp); }  // b
 
-template <typename T>
-struct StateLayout {
-  size_t x, y, b, f, scratch, bytes;
-  __host__ __device__ StateLayout(int cp, int mt) {
-    tile::Carve carve;
-    x = carve.take<T>(kChunk * padded_ld<T>(cp));
-    y = carve.take<T>(kChunk * padded_ld<T>(mt));
-    b = carve.take<float>(kChunk * padded_ld<float>(cp));
-    f = carve.take<float>(max(kChunk * padded_ld<float>(cp), cp * padded_ld<float>(mt)));  // x gated, then added
-    scratch = carve.take<float>(tile::kWarps);
-    bytes = carve.bytes;
+  // b, the cumulative log-gates inside each chunk: (heads, chunks, kChunk, c) fp32, padding positions adding 0.
+  static at::Tensor cumulative(const Dims& d, const at::Tensor& log_gate) {
+    const int64_t padding = int64_t(d.chunks) * kChunk - d.n;
+    const auto padded = at::constant_pad_nd(log_gate.to(at::kFloat).reshape({d.heads, d.n, d.c}), {0, 0, 0, padding});
+    return padded.reshape({d.heads, d.chunks, kChunk, d.c}).cumsum(2).contiguous();
+  }
+
+  // Where the scan finds each chunk's total log-gates: the last row of its cumulative ones, one per state row.
+  static chunk::ScanDecays scan_decays(const Dims& d, const at::Tensor& cumulative) {
+    return {cumulative.data_ptr<float>() + (kChunk - 1) * int64_t(d.c), kChunk * int64_t(d.c), d.m};
+  }
+
+  // One decay a state row: (heads, chunks, c).
+  static at::Tensor per_decay(const at::Tensor& products) { return products.sum(3); }
+
+  template <typename T>
+  __device__ static void weigh(const chunk::AddedArgs<T>& args, const Dims& d, const Block& block, float* b,
+                               float* f) {
+    load_gates(args.cumulative, d, block, b);
+    __syncthreads();
+    load_gated(args.x, d, block, b, args.to_end, f);
   }
 };
 
-template <typename T, bool Split>
-__global__ void __launch_bounds__(tile::kThreads) gla_state_kernel(StateArgs<T> args, Dims d) {
-  unsigned char* smem = chunk::shared_memory();
-  const StateLayout<T> layout(d.cp, d.mt);
-  T* x = tile::at<T>(smem, layout.x);
-  T* y = tile::at<T>(smem, layout.y);
-  float* b = tile::at<float>(smem, layout.b);
-  float* f = tile::at<float>(smem, layout.f);
-  float* scratch = tile::at<float>(smem, layout.scratch);
-  const Block block(d, true);
-  const int rows = d.chunk_rows(block.chunk), cols = d.tile_cols(block.value_tile), m0 = block.value_tile * d.mt;
-  const int64_t row0 = block.head * d.n + int64_t(block.chunk) * kChunk;
-  const int ldx = padded_ld<T>(d.cp), ldy = padded_ld<T>(d.mt), ldf = padded_ld<float>(d.mt);
-
-  load_gates(args.cumulative, d, block, b);
-  tile::load_tile(args.y + row0 * d.m + m0, d.m, rows, cols, static_cast<const float*>(nullptr), y, ldy, kChunk, d.mt);
-  __syncthreads();
-  load_gated(args.x, d, row0, rows, b, args.to_end, f);
-  __syncthreads();
-  const float x_scale = tile::to_operand(f, padded_ld<float>(d.cp), x, ldx, kChunk, d.cp, scratch);
-  __syncthreads();
-  // added (cp x mt) = x^T y: x read as a column-major (cp x kChunk) operand
-  tile::block_mma<T, Split, false, true>(x, ldx, y, ldy, f, ldf, d.cp, d.mt, kChunk, Causal::kNone, 0.f,
-                                         x_scale * args.factor);
-  __syncthreads();
-  float* added = args.added + (block.head * d.chunks + block.chunk) * int64_t(d.c) * d.m + m0;
-  tile::store_tile(f, ldf, d.c, cols, added, d.m);
-}
+template <typename T>
+using StateLayout = chunk::AddedLayout<T, FeatureGates>;
 
 // ---- step 3: the forward's outputs ----------------------------------------------------------------------
 
@@ -148,9 +128,11 @@ __host__ __device__ inline int output_staging(int cp, int mt) {
 
 template <typename T>
 struct OutputLayout {
-  size_t q, ks, v, a, b, f, scratch, bytes;
-  __host__ __device__ OutputLayout(int cp, int mt) {
-    tile::Carve carve;
+  T *q, *ks, *v, *a;
+  float *b, *f, *scratch;
+  size_t bytes;
+  __host__ __device__ OutputLayout(int cp, int mt, unsigned char* base = nullptr) {
+    tile::Carve carve{base};
     q = carve.take<T>(kChunk * padded_ld<T>(cp));                                // q, later q o exp(b)
     ks = carve.take<T>(max(kChunk * padded_ld<T>(cp), cp * padded_ld<T>(mt)));  // k, later the state
     v = carve.take<T>(kChunk * padded_ld<T>(mt));
@@ -164,47 +146,36 @@ struct OutputLayout {
 
 template <typename T, bool Split>
 __global__ void __launch_bounds__(tile::kThreads) gla_output_kernel(OutputArgs<T> args, Dims d) {
-  unsigned char* smem = chunk::shared_memory();
-  const OutputLayout<T> layout(d.cp, d.mt);
-  T* q = tile::at<T>(smem, layout.q);
-  T* ks = tile::at<T>(smem, layout.ks);
-  T* v = tile::at<T>(smem, layout.v);
-  T* a = tile::at<T>(smem, layout.a);
-  float* b = tile::at<float>(smem, layout.b);
-  float* f = tile::at<float>(smem, layout.f);
-  float* scratch = tile::at<float>(smem, layout.scratch);
+  const auto sh = chunk::shared_tiles<OutputLayout<T>>(d.cp, d.mt);
   const Block block(d, true);
-  const int rows = d.chunk_rows(block.chunk), cols = d.tile_cols(block.value_tile), m0 = block.value_tile * d.mt;
-  const int64_t row0 = block.head * d.n + int64_t(block.chunk) * kChunk, state = block.head * d.chunks + block.chunk;
   const int ldq = padded_ld<T>(d.cp), lds = padded_ld<T>(d.mt), lda = padded_ld<T>(kChunk);
   const int ld_scores = padded_ld<float>(kChunk), ldf = padded_ld<float>(d.mt);
-  const float* no_scale = nullptr;
 
-  load_gates(args.cumulative, d, block, b);
-  tile::load_tile(args.q + row0 * d.c, d.c, rows, d.c, no_scale, q, ldq, kChunk, d.cp);
-  tile::load_tile(args.k + row0 * d.c, d.c, rows, d.c, no_scale, ks, ldq, kChunk, d.cp);
-  tile::load_tile(args.v + row0 * d.m + m0, d.m, rows, cols, no_scale, v, lds, kChunk, d.mt);
+  load_gates(args.cumulative, d, block, sh.b);
+  chunk::load_features(args.q, d, block, sh.q);
+  chunk::load_features(args.k, d, block, sh.ks);
+  chunk::load_values(args.v, d, block, block.value_tile, sh.v);
   __syncthreads();
-  gated_scores(q, ks, b, d, f, ld_scores);
+  gated_scores(sh.q, sh.ks, sh.b, d, sh.f, ld_scores);
   __syncthreads();
-  const float a_scale = tile::to_operand(f, ld_scores, a, lda, kChunk, kChunk, scratch);
+  const float a_scale = tile::to_operand(sh.f, ld_scores, sh.a, lda, kChunk, kChunk, sh.scratch);
   __syncthreads();
-  load_gated(args.q, d, row0, rows, b, false, f);
+  load_gated(args.q, d, block, sh.b, false, sh.f);
   __syncthreads();
-  const float q_scale = tile::to_operand(f, padded_ld<float>(d.cp), q, ldq, kChunk, d.cp, scratch);  // q o exp(b)
+  // q o exp(b) takes q's tile
+  const float q_scale = tile::to_operand(sh.f, padded_ld<float>(d.cp), sh.q, ldq, kChunk, d.cp, sh.scratch);
   __syncthreads();
-  tile::load_tile(args.states + state * int64_t(d.c) * d.m + m0, d.m, d.c, cols, no_scale, f, ldf, d.cp, d.mt);
-  __syncthreads();
-  const float s_scale = tile::to_operand(f, ldf, ks, lds, d.cp, d.mt, scratch);  // k is no longer needed
-  __syncthreads();
+  // k is no longer needed: the state takes its tile
+  const float s_scale = chunk::load_state_tile(args.states, d, block.state, block.value_tile, sh.ks, chunk::kNoLow<T>,
+                                               sh.f, ldf, sh.scratch);
   // out (kChunk x mt) = scale ((q o exp(b)) S + A v)
-  tile::block_mma<T, Split, true, true>(q, ldq, ks, lds, f, ldf, kChunk, d.mt, d.cp, Causal::kNone, 0.f,
+  tile::block_mma<T, Split, true, true>(sh.q, ldq, sh.ks, lds, sh.f, ldf, kChunk, d.mt, d.cp, Causal::kNone, 0.f,
                                         q_scale * s_scale * args.scale);
   __syncthreads();
-  tile::block_mma<T, Split, true, true>(a, lda, v, lds, f, ldf, kChunk, d.mt, kChunk, Causal::kLowerA, 1.f,
+  tile::block_mma<T, Split, true, true>(sh.a, lda, sh.v, lds, sh.f, ldf, kChunk, d.mt, kChunk, Causal::kLowerA, 1.f,
                                         a_scale * args.scale);
   __syncthreads();
-  tile::store_tile(f, ldf, rows, cols, args.out + row0 * d.m + m0, d.m);
+  tile::store_tile(sh.f, ldf, block.rows, block.cols, args.out + block.row0 * d.m + block.m0, d.m);
 }
 
 }  // namespace gla_chunk

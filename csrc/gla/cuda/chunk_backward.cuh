@@ -34,18 +34,18 @@ struct BackwardArgs {
   float* d_log_gate;          // (heads, n, c): q o dq from the dq kernel, then d log_gate
 };
 
+using chunk::kNoLow;  // GLA's states enter the tensor cores whole
+using chunk::load_features;
 using chunk::load_state_tile;
 using chunk::load_value_tile;
 
-// GLA's states enter the tensor cores whole (no rounding remainder kept).
-template <typename T>
-constexpr T* kNoLow = nullptr;
-
 template <typename T>
 struct DqLayout {
-  size_t k, v, g, s, m_acc, dq, f, b, scratch, bytes;
-  __host__ __device__ DqLayout(int cp, int mt) {
-    tile::Carve carve;
+  T *k, *v, *g, *s;
+  float *m_acc, *dq, *f, *b, *scratch;
+  size_t bytes;
+  __host__ __device__ DqLayout(int cp, int mt, unsigned char* base = nullptr) {
+    tile::Carve carve{base};
     k = carve.take<T>(kChunk * padded_ld<T>(cp));
     v = carve.take<T>(kChunk * padded_ld<T>(mt));
     g = carve.take<T>(kChunk * padded_ld<T>(mt));
@@ -61,38 +61,34 @@ struct DqLayout {
 
 template <typename T, bool Split>
 __global__ void __launch_bounds__(tile::kThreads) gla_dq_kernel(BackwardArgs<T> args, Dims d) {
-  unsigned char* smem = chunk::shared_memory();
-  const DqLayout<T> layout(d.cp, d.mt);
-  T *k = tile::at<T>(smem, layout.k), *v = tile::at<T>(smem, layout.v), *g = tile::at<T>(smem, layout.g);
-  T* s = tile::at<T>(smem, layout.s);
-  float *m_acc = tile::at<float>(smem, layout.m_acc), *dq = tile::at<float>(smem, layout.dq);
-  float *f = tile::at<float>(smem, layout.f), *b = tile::at<float>(smem, layout.b);
-  float* scratch = tile::at<float>(smem, layout.scratch);
+  const auto sh = chunk::shared_tiles<DqLayout<T>>(d.cp, d.mt);
   const Block block(d, false);
-  const int rows = d.chunk_rows(block.chunk);
-  const int64_t row0 = block.head * d.n + int64_t(block.chunk) * kChunk, state = block.head * d.chunks + block.chunk;
   const int ldk = padded_ld<T>(d.cp), ldv = padded_ld<T>(d.mt), ld_acc = padded_ld<float>(kChunk);
   const int ldq = padded_ld<float>(d.cp), ldf = padded_ld<float>(d.mt);
 
-  load_gates(args.cumulative, d, block, b);
-  tile::load_tile(args.k + row0 * d.c, d.c, rows, d.c, static_cast<const float*>(nullptr), k, ldk, kChunk, d.cp);
+  load_gates(args.cumulative, d, block, sh.b);
+  load_features(args.k, d, block, sh.k);
   for (int value_tile = 0; value_tile < d.value_tiles; ++value_tile) {
     __syncthreads();  // the previous tile's products are done with v, g, s and f
-    load_value_tile(args.v, args.grad, d, row0, rows, value_tile, v, g);
-    const float s_scale = load_state_tile(args.states, d, state, value_tile, s, kNoLow<T>, f, ldf, scratch);
+    load_value_tile(args.v, args.grad, d, block, value_tile, sh.v, sh.g);
+    const float s_scale = load_state_tile(args.states, d, block.state, value_tile, sh.s, kNoLow<T>, sh.f, ldf,
+                                          sh.scratch);
     const float keep = value_tile > 0 ? 1.f : 0.f;
     // m_acc += scale grad V^T (kChunk x kChunk), dq += grad S^T (kChunk x cp): v and s read transposed
-    tile::block_mma<T, Split, true, false>(g, ldv, v, ldv, m_acc, ld_acc, kChunk, kChunk, d.mt, Causal::kNone, keep,
-                                           args.scale);
-    tile::block_mma<T, Split, true, false>(g, ldv, s, ldv, dq, ldq, kChunk, d.cp, d.mt, Causal::kNone, keep, s_scale);
+    tile::block_mma<T, Split, true, false>(sh.g, ldv, sh.v, ldv, sh.m_acc, ld_acc, kChunk, kChunk, d.mt, Causal::kNone,
+                                           keep, args.scale);
+    tile::block_mma<T, Split, true, false>(sh.g, ldv, sh.s, ldv, sh.dq, ldq, kChunk, d.cp, d.mt, Causal::kNone, keep,
+                                           s_scale);
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < rows * d.c; e += blockDim.x) {
+  const float *b = sh.b, *m_acc = sh.m_acc, *dq = sh.dq;
+  const T* k = sh.k;
+  for (int e = threadIdx.x; e < block.rows * d.c; e += blockDim.x) {
     const int t = e / d.c, i = e % d.c;
     const float b_t = b[t * ldq + i];
     float sum = args.scale * exp2f(b_t) * dq[t * ldq + i];
     for (int u = 0; u <= t; ++u) sum += m_acc[t * ld_acc + u] * tile::to_float(k[u * ldk + i]) * exp2f(b_t - b[u * ldq + i]);
-    const int64_t at = (row0 + t) * d.c + i;
+    const int64_t at = (block.row0 + t) * d.c + i;
     args.dq[at] = tile::from_float<T>(sum);
     args.d_log_gate[at] = tile::to_float(args.q[at]) * sum;
   }
@@ -100,9 +96,11 @@ __global__ void __launch_bounds__(tile::kThreads) gla_dq_kernel(BackwardArgs<T> 
 
 template <typename T>
 struct DkvLayout {
-  size_t q, k, a, v, g, r, m_acc, dk, f, b, scratch, bytes;
-  __host__ __device__ DkvLayout(int cp, int mt) {
-    tile::Carve carve;
+  T *q, *k, *a, *v, *g, *r;
+  float *m_acc, *dk, *f, *b, *scratch;
+  size_t bytes;
+  __host__ __device__ DkvLayout(int cp, int mt, unsigned char* base = nullptr) {
+    tile::Carve carve{base};
     q = carve.take<T>(kChunk * padded_ld<T>(cp));
     k = carve.take<T>(kChunk * padded_ld<T>(cp));      // k, later k o exp(B - b)
     a = carve.take<T>(kChunk * padded_ld<T>(kChunk));  // the scores
@@ -150,52 +148,46 @@ __device__ inline void finish_d_log_gate(float* d_log_gate, const float* k_dk, c
 
 template <typename T, bool Split>
 __global__ void __launch_bounds__(tile::kThreads) gla_dkv_kernel(BackwardArgs<T> args, Dims d) {
-  unsigned char* smem = chunk::shared_memory();
-  const DkvLayout<T> layout(d.cp, d.mt);
-  T *q = tile::at<T>(smem, layout.q), *k = tile::at<T>(smem, layout.k), *a = tile::at<T>(smem, layout.a);
-  T *v = tile::at<T>(smem, layout.v), *g = tile::at<T>(smem, layout.g), *r = tile::at<T>(smem, layout.r);
-  float *m_acc = tile::at<float>(smem, layout.m_acc), *dk = tile::at<float>(smem, layout.dk);
-  float *f = tile::at<float>(smem, layout.f), *b = tile::at<float>(smem, layout.b);
-  float* scratch = tile::at<float>(smem, layout.scratch);
+  const auto sh = chunk::shared_tiles<DkvLayout<T>>(d.cp, d.mt);
   const Block block(d, false);
-  const int rows = d.chunk_rows(block.chunk);
-  const int64_t row0 = block.head * d.n + int64_t(block.chunk) * kChunk, state = block.head * d.chunks + block.chunk;
   const int ldk = padded_ld<T>(d.cp), ldv = padded_ld<T>(d.mt), lda = padded_ld<T>(kChunk);
   const int ld_acc = padded_ld<float>(kChunk), ldk32 = padded_ld<float>(d.cp), ldf = padded_ld<float>(d.mt);
-  const float* no_scale = nullptr;
 
-  load_gates(args.cumulative, d, block, b);
-  tile::load_tile(args.q + row0 * d.c, d.c, rows, d.c, no_scale, q, ldk, kChunk, d.cp);
-  tile::load_tile(args.k + row0 * d.c, d.c, rows, d.c, no_scale, k, ldk, kChunk, d.cp);
+  load_gates(args.cumulative, d, block, sh.b);
+  load_features(args.q, d, block, sh.q);
+  load_features(args.k, d, block, sh.k);
   __syncthreads();
-  gated_scores(q, k, b, d, m_acc, ld_acc);
+  gated_scores(sh.q, sh.k, sh.b, d, sh.m_acc, ld_acc);
   __syncthreads();
-  const float a_scale = tile::to_operand(m_acc, ld_acc, a, lda, kChunk, kChunk, scratch);
-  load_gated(args.k, d, row0, rows, b, true, dk);
+  const float a_scale = tile::to_operand(sh.m_acc, ld_acc, sh.a, lda, kChunk, kChunk, sh.scratch);
+  load_gated(args.k, d, block, sh.b, true, sh.dk);
   __syncthreads();
-  const float k_scale = tile::to_operand(dk, ldk32, k, ldk, kChunk, d.cp, scratch);
+  const float k_scale = tile::to_operand(sh.dk, ldk32, sh.k, ldk, kChunk, d.cp, sh.scratch);
   for (int value_tile = 0; value_tile < d.value_tiles; ++value_tile) {
     __syncthreads();  // f, v, g and r are free again
-    load_value_tile(args.v, args.grad, d, row0, rows, value_tile, v, g);
-    const float r_scale = load_state_tile(args.grad_states, d, state, value_tile, r, kNoLow<T>, f, ldf, scratch);
+    load_value_tile(args.v, args.grad, d, block, value_tile, sh.v, sh.g);
+    const float r_scale = load_state_tile(args.grad_states, d, block.state, value_tile, sh.r, kNoLow<T>, sh.f, ldf,
+                                          sh.scratch);
     const float keep = value_tile > 0 ? 1.f : 0.f;
     // m_acc += scale grad V^T, dk += V R^T (both over this tile's value columns)
-    tile::block_mma<T, Split, true, false>(g, ldv, v, ldv, m_acc, ld_acc, kChunk, kChunk, d.mt, Causal::kNone, keep,
-                                           args.scale);
-    tile::block_mma<T, Split, true, false>(v, ldv, r, ldv, dk, ldk32, kChunk, d.cp, d.mt, Causal::kNone, keep, r_scale);
+    tile::block_mma<T, Split, true, false>(sh.g, ldv, sh.v, ldv, sh.m_acc, ld_acc, kChunk, kChunk, d.mt, Causal::kNone,
+                                           keep, args.scale);
+    tile::block_mma<T, Split, true, false>(sh.v, ldv, sh.r, ldv, sh.dk, ldk32, kChunk, d.cp, d.mt, Causal::kNone, keep,
+                                           r_scale);
     // dv tile = (K o exp(B - b)) R + scale A^T grad, A read transposed
-    tile::block_mma<T, Split, true, true>(k, ldk, r, ldv, f, ldf, kChunk, d.mt, d.cp, Causal::kNone, 0.f,
+    tile::block_mma<T, Split, true, true>(sh.k, ldk, sh.r, ldv, sh.f, ldf, kChunk, d.mt, d.cp, Causal::kNone, 0.f,
                                           k_scale * r_scale);
     __syncthreads();
-    tile::block_mma<T, Split, false, true>(a, lda, g, ldv, f, ldf, kChunk, d.mt, kChunk, Causal::kUpperA, 1.f,
+    tile::block_mma<T, Split, false, true>(sh.a, lda, sh.g, ldv, sh.f, ldf, kChunk, d.mt, kChunk, Causal::kUpperA, 1.f,
                                            a_scale * args.scale);
     __syncthreads();
-    tile::store_tile(f, ldf, rows, d.tile_cols(value_tile), args.dv + row0 * d.m + value_tile * d.mt, d.m);
+    tile::store_tile(sh.f, ldf, block.rows, d.tile_cols(value_tile), args.dv + block.row0 * d.m + value_tile * d.mt,
+                     d.m);
   }
   __syncthreads();
-  finish_dk(args, d, row0, rows, q, b, m_acc, dk);
+  finish_dk(args, d, block.row0, block.rows, sh.q, sh.b, sh.m_acc, sh.dk);
   __syncthreads();
-  finish_d_log_gate(args.d_log_gate + row0 * d.c, dk, args.x + state * d.c, d, rows);
+  finish_d_log_gate(args.d_log_gate + block.row0 * d.c, sh.dk, args.x + block.state * d.c, d, block.rows);
 }
 
 }  // namespace gla_chunk

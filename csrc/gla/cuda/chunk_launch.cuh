@@ -7,8 +7,6 @@
 #include "common/inputs.h"
 #include "gla/cuda/chunk_backward.cuh"
 
-#include <tuple>
-
 namespace lintf {
 namespace gla_chunk {
 
@@ -16,50 +14,23 @@ using chunk::data;
 using chunk::dispatch;
 namespace runtime = chunk::runtime;
 
-using ForwardResult = std::tuple<at::Tensor, at::Tensor>;                                       // out, S_N
-using BackwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;  // dq, dk, dv, dg, dS0
-
 // The dimensions the GLA kernels run q (B, H, N, C), v (B, H, N, M) with, or nullopt (see plan_with).
 inline std::optional<Dims> plan(const at::Tensor& q, const at::Tensor& v) {
   return chunk::plan_with<StateLayout, OutputLayout, DqLayout, DkvLayout>(q, v);
 }
 
-// b, the cumulative log-gates inside each chunk: (heads, chunks, kChunk, c) fp32, padding positions adding 0.
-inline at::Tensor cumulative_gates(const Dims& d, const at::Tensor& log_gate) {
-  const int64_t padding = int64_t(d.chunks) * kChunk - d.n;
-  const auto flat = log_gate.to(at::kFloat).reshape({d.heads, d.n, d.c});
-  return at::constant_pad_nd(flat, {0, 0, 0, padding}).reshape({d.heads, d.chunks, kChunk, d.c}).cumsum(2).contiguous();
-}
-
-// Where the scan finds each chunk's total log-gates: the last row of its cumulative ones, one per state row.
-inline chunk::ScanDecays scan_decays(const Dims& d, const at::Tensor& cumulative) {
-  return {cumulative.data_ptr<float>() + (kChunk - 1) * int64_t(d.c), kChunk * int64_t(d.c), d.m};
-}
-
-// (heads, chunks, c, m) of what each chunk adds: factor (X o w)^T Y, w = exp(B - b) when to_end, else exp(b).
-template <typename T, bool Split>
-at::Tensor added_states(const Dims& d, const at::Tensor& x, const at::Tensor& y, const at::Tensor& cumulative,
-                        bool to_end, float factor) {
-  auto added = at::empty({d.heads, d.chunks, d.c, d.m}, y.options().dtype(at::kFloat));
-  const StateArgs<T> args{data<T>(x), data<T>(y), cumulative.data_ptr<float>(), to_end, factor,
-                          added.data_ptr<float>()};
-  runtime::launch(gla_state_kernel<T, Split>, d.heads * d.chunks * d.value_tiles, tile::kThreads,
-                  StateLayout<T>(d.cp, d.mt).bytes, args, d);
-  return added;
-}
-
 // log_gate (B, H, N, C) fp32; state0: contiguous fp32 (B, H, C, M) or undefined. Returns (out, final state).
-inline ForwardResult forward(const Dims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                             const at::Tensor& log_gate, double scale, const at::Tensor& state0) {
+inline chunk::DecayingOutputs forward(const Dims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const at::Tensor& log_gate, double scale, const at::Tensor& state0) {
   const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
-  const auto cumulative = cumulative_gates(d, log_gate);
+  const auto cumulative = FeatureGates::cumulative(d, log_gate);
   auto final_state = at::empty({q.size(0), q.size(1), d.c, d.m}, v.options().dtype(at::kFloat));
   auto out = at::empty(vc.sizes(), vc.options());
   dispatch(v.scalar_type(), "lintf::gated_linear_attention", [&](auto kind) {
     using T = typename decltype(kind)::Type;
     constexpr bool kSplit = decltype(kind)::kSplit;
-    at::Tensor states = added_states<T, kSplit>(d, kc, vc, cumulative, true, 1.f);
-    chunk::scan(states, scan_decays(d, cumulative), state0, &final_state, false);
+    const at::Tensor states =
+        chunk::entering_states<T, kSplit, FeatureGates>(d, kc, vc, cumulative, state0, final_state);
     const OutputArgs<T> args{data<T>(qc), data<T>(kc), data<T>(vc), cumulative.data_ptr<float>(),
                              states.data_ptr<float>(), static_cast<float>(scale),
                              reinterpret_cast<T*>(out.data_ptr())};
@@ -70,29 +41,25 @@ inline ForwardResult forward(const Dims& d, const at::Tensor& q, const at::Tenso
 }
 
 // state0, grad_state: contiguous fp32 (B, H, C, M) or undefined. Returns (dq, dk, dv, d log_gate, dS0).
-inline BackwardResult backward(const Dims& d, const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
-                               const at::Tensor& v, const at::Tensor& log_gate, double scale, const at::Tensor& state0,
-                               const at::Tensor& grad_state) {
+inline chunk::DecayingGradients backward(const Dims& d, const at::Tensor& grad_out, const at::Tensor& q,
+                                         const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_gate,
+                                         double scale, const at::Tensor& state0, const at::Tensor& grad_state) {
   const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   const auto g = grad_out.to(v.scalar_type()).contiguous();
-  const auto cumulative = cumulative_gates(d, log_gate);
+  const auto cumulative = FeatureGates::cumulative(d, log_gate);
   const auto f32 = v.options().dtype(at::kFloat);
-  auto final_state = at::empty({d.heads, d.c, d.m}, f32), d_state0 = at::empty({q.size(0), q.size(1), d.c, d.m}, f32);
+  auto d_state0 = at::empty({q.size(0), q.size(1), d.c, d.m}, f32);
   auto dq = at::empty(qc.sizes(), qc.options()), dk = at::empty(kc.sizes(), kc.options());
   auto dv = at::empty(vc.sizes(), vc.options());
   auto d_log_gate = at::empty(qc.sizes(), f32);
   dispatch(v.scalar_type(), "lintf::gated_linear_attention", [&](auto kind) {
     using T = typename decltype(kind)::Type;
     constexpr bool kSplit = decltype(kind)::kSplit;
-    at::Tensor states = added_states<T, kSplit>(d, kc, vc, cumulative, true, 1.f);
-    at::Tensor grad_states = added_states<T, kSplit>(d, qc, g, cumulative, false, static_cast<float>(scale));
-    chunk::scan(states, scan_decays(d, cumulative), state0, &final_state, false);
-    chunk::scan(grad_states, scan_decays(d, cumulative), grad_state, &d_state0, true);
-    // x_c = rowsum(R_c o S_{c+1}): the states leaving each chunk are the next chunk's entering ones, then the final
-    const at::Tensor leaving = at::cat({states.narrow(1, 1, d.chunks - 1), final_state.unsqueeze(1)}, 1);
-    const at::Tensor x = (grad_states * leaving).sum(3).contiguous();  // (heads, chunks, c)
+    const chunk::Sweeps sweeps = chunk::backward_sweeps<T, kSplit, FeatureGates>(
+        d, qc, kc, vc, g, cumulative, static_cast<float>(scale), state0, grad_state, d_state0);
     const BackwardArgs<T> args{data<T>(qc), data<T>(kc), data<T>(vc), data<T>(g), cumulative.data_ptr<float>(),
-                               states.data_ptr<float>(), grad_states.data_ptr<float>(), x.data_ptr<float>(),
+                               sweeps.states.data_ptr<float>(), sweeps.grad_states.data_ptr<float>(),
+                               sweeps.x.data_ptr<float>(),
                                static_cast<float>(scale), reinterpret_cast<T*>(dq.data_ptr()),
                                reinterpret_cast<T*>(dk.data_ptr()), reinterpret_cast<T*>(dv.data_ptr()),
                                d_log_gate.data_ptr<float>()};
