@@ -22,11 +22,14 @@ compiler's baseline ISA: one build runs on any CPU of its architecture (``csrc/c
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import os
 import shutil
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -40,6 +43,8 @@ BUILD_NOTICE = "lintf: building the C++ causal-product op (once per machine and 
 _CSRC_CANDIDATES = (Path(__file__).parents[1] / "csrc", Path(__file__).parents[3] / "csrc")
 _LIBRARY_ROOT = Path("common") / "library.cpp"  # the file that marks a csrc/ tree: it defines the namespace
 DEFAULT_PREBUILT_DIR = Path(__file__).parents[1] / "_prebuilt"
+# torch.utils.cpp_extension's LIB_EXT, known without importing it (its import looks for CUDA and may log)
+LIBRARY_SUFFIX = ".pyd" if sys.platform == "win32" else ".so"
 
 
 def source_dir() -> Path | None:
@@ -80,9 +85,39 @@ def cflags() -> list[str]:
 
 def cuda_wanted() -> bool:
     """Whether a build should include the CUDA kernels: a visible GPU and a toolkit."""
-    from torch.utils.cpp_extension import CUDA_HOME
+    if not torch.cuda.is_available():
+        return False  # before the import: a CUDA wheel without a GPU logs "No CUDA runtime is found" there
+    with quiet_build_tools():
+        from torch.utils.cpp_extension import CUDA_HOME
+    return CUDA_HOME is not None
 
-    return torch.cuda.is_available() and CUDA_HOME is not None
+
+def _not_a_missing_cuda_runtime(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("No CUDA runtime is found")
+
+
+# Whoever imports torch.utils.cpp_extension first (lintf, or a torch module lintf uses), a CUDA wheel on a
+# machine without a GPU logs that it found no CUDA runtime: expected there, and lintf runs its CPU kernels.
+logging.getLogger("torch.utils.cpp_extension").addFilter(_not_a_missing_cuda_runtime)
+
+
+@contextlib.contextmanager
+def quiet_build_tools() -> Iterator[None]:
+    """Keep torch's build-time chatter (``torch.utils.cpp_extension``'s log and warnings) out of the user's output.
+
+    Its import logs "No CUDA runtime is found" on a CUDA wheel without a GPU, and its builds warn about
+    unset CUDA architecture lists and compiler versions: notes for torch's developers, not lintf's
+    users. A failed build still raises with the compiler's output; ``lintf build`` shows everything.
+    """
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module=r"torch\.utils\.cpp_extension")
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 def build_key(with_cuda: bool) -> str:
@@ -97,7 +132,8 @@ def build_key(with_cuda: bool) -> str:
 
 def compiler_problem() -> str | None:
     """Why nothing can be compiled here (missing C++ compiler or ninja), or None."""
-    from torch.utils.cpp_extension import is_ninja_available
+    with quiet_build_tools():
+        from torch.utils.cpp_extension import is_ninja_available
 
     compiler = os.environ.get("CXX", "c++")
     if shutil.which(compiler) is None:
@@ -120,6 +156,12 @@ def _unverified(build_dir: Path, library: Path) -> str | None:
     return library_problem(build_dir, manifest)
 
 
+def built_library(build_dir: Path) -> Path | None:
+    """The library in build_dir if it matches its manifest, else None; imports no build tool."""
+    library = build_dir / f"{NAME}{LIBRARY_SUFFIX}"
+    return library if _unverified(build_dir, library) is None else None
+
+
 def compile_into(build_dir: Path, with_cuda: bool, verbose: bool = False) -> Path:
     """Compile (or bring up to date) the library in build_dir, load it and return its path.
 
@@ -127,10 +169,15 @@ def compile_into(build_dir: Path, with_cuda: bool, verbose: bool = False) -> Pat
     loaded; a fresh build is announced on stderr. Whatever library the call leaves (a fresh build,
     or one ninja relinked because the build command changed) is recorded in the manifest.
     """
-    from torch.utils.cpp_extension import LIB_EXT, load
+    with quiet_build_tools() if not verbose else contextlib.nullcontext():
+        return _compile_into(build_dir, with_cuda, verbose)
+
+
+def _compile_into(build_dir: Path, with_cuda: bool, verbose: bool) -> Path:
+    from torch.utils.cpp_extension import load
 
     with build_lock(build_dir):
-        library = build_dir / f"{NAME}{LIB_EXT}"
+        library = build_dir / f"{NAME}{LIBRARY_SUFFIX}"
         problem = _unverified(build_dir, library)
         if problem is not None:
             if library.exists():
