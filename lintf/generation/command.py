@@ -21,8 +21,10 @@ from lintf.generation.checkpoint import build_task, find_generating_checkpoint
 from lintf.generation.prompts import ByteFormat, PromptFormat, SymbolFormat, prompt_format
 from lintf.generation.sampling import Sampling, StepFunction, complete
 from lintf.generation.stepping import CompiledStep
+from lintf.plugins import PluginError, load_plugins
 from lintf.run.commands import CommandError
 from lintf.run.directories import reserve_run_directory, run_directory_of, unused_path
+from lintf.run.run_config import require_run_plugins
 from lintf.tasks.autoregressive import AutoregressiveTask
 from lintf.tasks.image_generation import image_grid, save_png
 
@@ -163,6 +165,7 @@ def generate(
     root: str = ".",
     output: str | None = None,
     compile: bool = False,
+    plugins: list[str] | None = None,
 ) -> None:
     """Generate from the checkpoint of an autoregressive task: text, copies, or images (a PNG grid).
 
@@ -186,11 +189,18 @@ def generate(
         output: also write the samples to this file name in the run's samples/ folder (images: the
             grid's name, default generate-seed<seed>.png).
         compile: compile the step with torch.compile first (faster per token; compiling takes seconds).
+        plugins: modules or .py files imported first: the local plugins the checkpoint's run was trained with
+            (as given to ``lintf fit --plugins``).
     """
     sampling = Sampling(temperature, top_k, top_p)
     if num_samples < 1:
         raise CommandError(f"--num_samples must be >= 1, got {num_samples}")
-    path, checkpoint, task_class = find_generating_checkpoint(ckpt_path, root)
+    try:
+        load_plugins(plugins or [])
+        path, checkpoint, task_class = find_generating_checkpoint(ckpt_path, root)
+        require_run_plugins(path, plugins or [])
+    except PluginError as error:
+        raise CommandError(str(error)) from None
     task = build_task(path, checkpoint, task_class)
     fmt = prompt_format(task, checkpoint)
     ids = read_prompt(prompt, prompt_file, fmt)

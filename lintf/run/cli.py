@@ -27,7 +27,9 @@ from lintf.names import import_class
 from lintf.ops import check_environment
 from lintf.plugins import PluginError, check_config_plugins, load_plugins, plugins_in_args
 from lintf.run.callbacks import LogSamples, PredictionWriter, RunCheckpoint, SaveRunConfig
+from lintf.run.callbacks.final_validation import ValidateAtTheEnd, final_validation_notice
 from lintf.run.callbacks.finite_training import NonFiniteError, StopOnNonFinite
+from lintf.run.callbacks.interrupt import SaveOnInterrupt
 from lintf.run.callbacks.parameter_summary import with_parameter_summary
 from lintf.run.checkpoint_files import CheckpointWriteError, VerifiedCheckpointIO, remove_stale_temporaries
 from lintf.run.checkpoint_search import (LINKED_FROM_DATA, CheckpointError, find_checkpoint, hyperparameter_keys,
@@ -42,7 +44,9 @@ from lintf.run.logger_placement import continue_in, default_logger, place_under_
 from lintf.run.loggers import quiet_lightning_notices
 from lintf.run.parsers import LintfArgumentParser, summarize
 from lintf.run.preflight import CheckScheduleLength, check_before_fit, check_checkpoint_fits, listed
+from lintf.run.run_config import with_run_config
 from lintf.run.run_reports import say_checkpoints, say_run_directory, stopped_report
+from lintf.run.schedule_steps import StartNewCycle, is_extension, scheduler_arguments, size_schedule
 from lintf.run.threads import use_default_threads
 from lintf.tasks.decoding import Decoding
 
@@ -101,7 +105,10 @@ class LintfCLI(LightningCLI):
             self._discard_run_directory()
             raise
         except SIGTERMException:
-            raise RunFailed(stopped_report(self.trainer), exit_code=128 + signal.SIGTERM) from None
+            stopped_by = next((callback.signal_received for callback in self.trainer.callbacks
+                               if isinstance(callback, SaveOnInterrupt) and callback.signal_received), signal.SIGTERM)
+            raise RunFailed(stopped_report(self.trainer, signal.Signals(stopped_by).name),
+                            exit_code=128 + stopped_by) from None
         except (NonFiniteError, CheckpointWriteError, OSError) as error:
             if isinstance(error, OSError) and error.errno not in WRITE_ERRNOS or os.environ.get("LINTF_DEBUG"):
                 raise
@@ -172,6 +179,7 @@ class LintfCLI(LightningCLI):
             config.trainer[key] = limit  # so the saved config.yaml says 1 (one batch), not 1.0 (all of them)
         self.checkpoint: dict[str, Any] | None = None
         self.continued_run: str | None = None
+        self.new_cycle = False
         place_under_root(config.trainer.get("logger"), config.trainer.get("default_root_dir"))
         if rank_zero_only.rank == 0:
             for path, size in remove_stale_temporaries(search_roots(config)):
@@ -184,10 +192,21 @@ class LintfCLI(LightningCLI):
                     config.ckpt_path, config.model.class_path, search_roots(config), model_settings(config))
         except (CheckpointError, ClassPathError) as error:
             raise ConfigError(str(error)) from None
+        if subcommand == "fit":
+            self._size_schedule(config, raw if isinstance(raw, list | tuple) else [])
         if self.checkpoint is not None:
             self.continued_run = run_to_continue(config.ckpt_path)
         if self.continued_run is not None:  # the checkpoint's run: its logs, checkpoints and predictions go on there
             continue_in(config.trainer.get("logger"), self.continued_run, self._resumed_step(subcommand))
+
+    def _size_schedule(self, config: Any, argv: list[str]) -> None:
+        """A step-count schedule sized to the run (``lintf.run.schedule_steps``), said on rank 0."""
+        if scheduler_arguments(config) is None:
+            return
+        self.new_cycle = is_extension(self.checkpoint, int(config.trainer.get("max_steps") or -1), list(argv))
+        notice = size_schedule(config, list(argv), self.checkpoint)
+        if notice and rank_zero_only.rank == 0:
+            print(notice, file=sys.stderr, flush=True)
 
     # Overrides LightningCLI._parse_ckpt_path (private), which would torch.load the checkpoint again without
     # its digest and merge whatever its hyper_parameters hold into the config (even a class path to call).
@@ -231,7 +250,8 @@ class LintfCLI(LightningCLI):
         # The built-in checkpoint callback yields to ``--trainer.enable_checkpointing false``.
         if config.get("enable_checkpointing") is False:
             callbacks = [callback for callback in callbacks if not isinstance(callback, ModelCheckpoint)]
-        callbacks = [*callbacks, StopOnNonFinite(), CheckScheduleLength()]
+        callbacks = [*callbacks, StopOnNonFinite(), CheckScheduleLength(), ValidateAtTheEnd(), SaveOnInterrupt(),
+                     *([StartNewCycle()] if getattr(self, "new_cycle", False) else [])]
         config, callbacks = with_parameter_summary(config, callbacks)  # Lightning's, without FLOPs
         root = config.get("default_root_dir") or os.getcwd()
         if config.get("logger") in (None, True) and not config.get("barebones"):
@@ -256,7 +276,10 @@ class LintfCLI(LightningCLI):
 
     def before_fit(self) -> None:
         config = self.config["fit"]
-        check_before_fit(self.model, self.trainer.max_steps, self.checkpoint, config.get("ckpt_path"))
+        check_before_fit(self.model, self.trainer.max_steps, self.checkpoint, config.get("ckpt_path"), self.new_cycle)
+        notice = final_validation_notice(self.trainer)
+        if notice and self.trainer.is_global_zero:
+            print(notice, file=sys.stderr, flush=True)
         say_run_directory(self.trainer)
 
     def before_validate(self) -> None:
@@ -306,7 +329,8 @@ def main(args: list[str] | None = None) -> None:
             return run_command(command, argv[1:])
         # ``lintf``, ``lintf --help`` or a mistyped subcommand: the parser lists every subcommand
         commands = None if argv[:1] and argv[0] in LintfCLI.subcommands() else all_commands()
-        LintfCLI(args, commands=commands)
+        with_config = with_run_config(argv)
+        LintfCLI(args if with_config == argv else with_config, commands=commands)
     except (ConfigError, ConfigFileError, PluginError, ExtensionError) as error:
         if os.environ.get("LINTF_DEBUG"):
             raise
