@@ -16,10 +16,34 @@ class ValidateAtTheEnd(Callback):
     a step that validates anyway it changes nothing.
     """
 
+    def __init__(self) -> None:
+        self.added_validation = False
+
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
         if is_last_step(trainer):
             trainer.should_stop = True
+            self.added_validation = not validates_anyway(trainer)
+
+    def on_save_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]) -> None:
+        # A save in a validation Lightning would not have run comes before it counts the batch for its loggers,
+        # and the resumed run would not count it either (found with Lightning 2.6): its first batch would be
+        # logged at the step of this one. The count is the checkpoint's step, as for any other save.
+        if not self.added_validation or trainer.global_step != checkpoint.get("global_step"):
+            return
+        state = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_loop.state_dict")
+        if state is not None and "_batches_that_stepped" in state:
+            state["_batches_that_stepped"] = int(checkpoint["global_step"])
+
+
+def validates_anyway(trainer: Trainer) -> bool:
+    """Whether Lightning's own schedule validates after the batch just trained (every ``val_check_batch``)."""
+    loop = trainer.fit_loop.epoch_loop
+    every = trainer.val_check_batch
+    if not isinstance(every, int) or every <= 0:
+        return loop.batch_progress.is_last_batch
+    iteration = loop.total_batch_idx if trainer.check_val_every_n_epoch is None else loop.batch_idx
+    return (iteration + 1) % every == 0
 
 
 def is_last_step(trainer: Trainer) -> bool:
