@@ -165,7 +165,7 @@ def generate(
     root: str = ".",
     output: str | None = None,
     compile: bool = False,
-    plugins: list[str] | None = None,
+    plugins: tuple[str, ...] = (),
 ) -> None:
     """Generate from the checkpoint of an autoregressive task: text, copies, or images (a PNG grid).
 
@@ -196,9 +196,9 @@ def generate(
     if num_samples < 1:
         raise CommandError(f"--num_samples must be >= 1, got {num_samples}")
     try:
-        load_plugins(plugins or [])
+        load_plugins(plugins)
         path, checkpoint, task_class = find_generating_checkpoint(ckpt_path, root)
-        require_run_plugins(path, plugins or [])
+        require_run_plugins(path, plugins)
     except PluginError as error:
         raise CommandError(str(error)) from None
     task = build_task(path, checkpoint, task_class)
