@@ -25,6 +25,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 import lintf
 from lintf.names import import_class
 from lintf.ops import check_environment
+from lintf.ops.extension import load_library
 from lintf.plugins import PluginError, check_config_plugins, load_plugins, plugins_in_args
 from lintf.run.callbacks import LogSamples, PredictionWriter, RunCheckpoint, SaveRunConfig
 from lintf.run.callbacks.final_validation import ValidateAtTheEnd, final_validation_notice
@@ -275,6 +276,7 @@ class LintfCLI(LightningCLI):
         return int(self.checkpoint.get("global_step", 0))
 
     def before_fit(self) -> None:
+        load_library()  # a first build happens here, with its own progress line, not inside the progress bar
         config = self.config["fit"]
         check_before_fit(self.model, self.trainer.max_steps, self.checkpoint, config.get("ckpt_path"), self.new_cycle)
         notice = final_validation_notice(self.trainer)
@@ -293,6 +295,7 @@ class LintfCLI(LightningCLI):
 
     def _check_checkpoint(self, subcommand: str) -> None:
         """Before validate, test or predict: the checkpoint must fit the model; then say where the run's files go."""
+        load_library()
         if self.checkpoint is not None:
             check_checkpoint_fits(self.model, self.checkpoint, self.config[subcommand].ckpt_path)
         say_run_directory(self.trainer)

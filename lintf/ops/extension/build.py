@@ -36,9 +36,10 @@ import torch
 
 from lintf.ops.extension.lock import build_lock
 from lintf.ops.extension.manifest import ManifestError, library_problem, read_manifest, write_manifest
+from lintf.ops.extension.progress import build_progress
 
 NAME = "lintf_causal_product"
-BUILD_NOTICE = "lintf: building the C++ causal-product op (once per machine and torch version, ~20 s)..."
+BUILD_NOTICE = "lintf: building the compiled ops (once per machine and torch version)"
 # lintf/ops/csrc in an installed copy (setup.py puts the sources there), csrc/ in a clone
 _CSRC_CANDIDATES = (Path(__file__).parents[1] / "csrc", Path(__file__).parents[3] / "csrc")
 _LIBRARY_ROOT = Path("common") / "library.cpp"  # the file that marks a csrc/ tree: it defines the namespace
@@ -183,19 +184,19 @@ def _compile_into(build_dir: Path, with_cuda: bool, verbose: bool) -> Path:
             if library.exists():
                 warnings.warn(f"lintf: {problem}; rebuilding it", stacklevel=2)
                 library.unlink()
-            print(BUILD_NOTICE, file=sys.stderr, flush=True)
-        built = Path(load(
-            name=NAME,
-            sources=[str(p) for p in sources(with_cuda)],
-            extra_include_paths=[str(source_dir())],
-            extra_cflags=cflags(),
-            extra_ldflags=openmp_flags(),
-            extra_cuda_cflags=["-O3"],
-            build_directory=str(build_dir),
-            with_cuda=with_cuda,
-            is_python_module=False,
-            verbose=verbose,
-        ))
+        with build_progress(BUILD_NOTICE, build_dir.parent) if problem is not None else contextlib.nullcontext():
+            built = Path(load(
+                name=NAME,
+                sources=[str(p) for p in sources(with_cuda)],
+                extra_include_paths=[str(source_dir())],
+                extra_cflags=cflags(),
+                extra_ldflags=openmp_flags(),
+                extra_cuda_cflags=["-O3"],
+                build_directory=str(build_dir),
+                with_cuda=with_cuda,
+                is_python_module=False,
+                verbose=verbose,
+            ))
         # ninja relinks on its own when the build's command changed (the same sources checked out at
         # another path): record whatever this call left, so the next process does not distrust it
         if problem is not None or _unverified(build_dir, built) is not None:
