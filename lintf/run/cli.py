@@ -60,6 +60,21 @@ def registry_epilog() -> str:
     )
 
 
+def options_hint(subcommand: str) -> str:
+    """The first lines of ``lintf <subcommand> --help``: where the model's and data's options are listed."""
+    from lightning.pytorch import LightningModule
+
+    import lintf.data
+    import lintf.tasks
+
+    tasks = [name for name in lintf.tasks.__all__ if name not in ("TransformerTask", "AutoregressiveTask")
+             and isinstance(getattr(lintf.tasks, name), type) and issubclass(getattr(lintf.tasks, name), LightningModule)]
+    return (f"{TRAINER_SUBCOMMANDS[subcommand]}\n\nThe model's and the data's options (below: the trainer's): "
+            f"`lintf {subcommand} --model.help CopyTask`, `lintf {subcommand} --data.help CopyData`. Tasks: "
+            f"{', '.join(tasks)}; data: {', '.join(lintf.data.__all__)}. Most runs start from a config: "
+            f"lintf {subcommand} --config configs/copy.yaml")
+
+
 DESCRIPTION = ("lintf: linear transformers (Katharopoulos et al. 2020) on PyTorch Lightning.\n"
                "`lintf <subcommand> --help` describes each subcommand.")
 
@@ -98,7 +113,8 @@ class LintfCLI(LightningCLI):
                 seed_everything_default=0,
                 parser_class=LintfArgumentParser,
                 parser_kwargs={"allow_abbrev": False, **main_parser,
-                               **{name: {**epilog, "allow_abbrev": False} for name in self.subcommands()}},
+                               **{name: {**epilog, "allow_abbrev": False, "description": options_hint(name)}
+                                  for name in self.subcommands()}},
                 args=args,
                 run=run,
             )
