@@ -67,8 +67,9 @@ def options_hint(subcommand: str) -> str:
     import lintf.data
     import lintf.tasks
 
-    tasks = [name for name in lintf.tasks.__all__ if name not in ("TransformerTask", "AutoregressiveTask")
-             and isinstance(getattr(lintf.tasks, name), type) and issubclass(getattr(lintf.tasks, name), LightningModule)]
+    classes = [getattr(lintf.tasks, name) for name in lintf.tasks.__all__]
+    tasks = [cls.__name__ for cls in classes if isinstance(cls, type) and issubclass(cls, LightningModule)
+             and cls.__name__ not in ("TransformerTask", "AutoregressiveTask")]
     return (f"{TRAINER_SUBCOMMANDS[subcommand]}\n\nThe model's and the data's options (below: the trainer's): "
             f"`lintf {subcommand} --model.help CopyTask`, `lintf {subcommand} --data.help CopyData`. Tasks: "
             f"{', '.join(tasks)}; data: {', '.join(lintf.data.__all__)}. Most runs start from a config: "

@@ -82,8 +82,8 @@ def size_schedule(config: Any, argv: list[str], checkpoint: dict[str, Any] | Non
     if total == max_steps or not set_on_command_line(argv, "max_steps"):
         return None
     arguments[TOTAL_STEPS] = schedule_steps(arguments, max_steps)
-    return (f"lintf: the {scheduler} schedule follows trainer.max_steps: {TOTAL_STEPS} {total} -> {arguments[TOTAL_STEPS]} "
-            f"(set --model.init_args.lr_scheduler.init_args.{TOTAL_STEPS} to keep it apart)")
+    return (f"lintf: the {scheduler} schedule follows trainer.max_steps: {TOTAL_STEPS} {total} -> "
+            f"{arguments[TOTAL_STEPS]} (set --model.init_args.lr_scheduler.init_args.{TOTAL_STEPS} to keep it apart)")
 
 
 class StartNewCycle(Callback):
