@@ -30,6 +30,7 @@ from lintf.plugins import PluginError, check_config_plugins, load_plugins, plugi
 from lintf.run.callbacks import LogSamples, PredictionWriter, RunCheckpoint, SaveRunConfig
 from lintf.run.callbacks.final_validation import ValidateAtTheEnd, final_validation_notice
 from lintf.run.callbacks.finite_training import NonFiniteError, StopOnNonFinite
+from lintf.run.callbacks.fit_summary import FitSummary
 from lintf.run.callbacks.interrupt import SaveOnInterrupt
 from lintf.run.callbacks.parameter_summary import with_parameter_summary
 from lintf.run.checkpoint_files import CheckpointWriteError, VerifiedCheckpointIO, remove_stale_temporaries
@@ -268,7 +269,7 @@ class LintfCLI(LightningCLI):
         # The built-in checkpoint callback yields to ``--trainer.enable_checkpointing false``.
         if config.get("enable_checkpointing") is False:
             callbacks = [callback for callback in callbacks if not isinstance(callback, ModelCheckpoint)]
-        callbacks = [*callbacks, StopOnNonFinite(), CheckScheduleLength(), ValidateAtTheEnd(), SaveOnInterrupt(),
+        callbacks = [*callbacks, StopOnNonFinite(), CheckScheduleLength(), ValidateAtTheEnd(), SaveOnInterrupt(), FitSummary(),
                      *([StartNewCycle()] if getattr(self, "new_cycle", False) else [])]
         config, callbacks = with_parameter_summary(config, callbacks)  # Lightning's, without FLOPs
         root = config.get("default_root_dir") or os.getcwd()
@@ -323,9 +324,13 @@ class LintfCLI(LightningCLI):
     after_test = after_predict = after_validate
 
     def after_fit(self) -> None:
-        """Say where the run went: its directory and its checkpoints."""
+        """Say where the run went: its directory and its checkpoints; then what it reached, and how fast."""
         say_run_directory(self.trainer)
         say_checkpoints(self.trainer)
+        summary = next((callback.summary(self.trainer) for callback in self.trainer.callbacks
+                        if isinstance(callback, FitSummary)), None)
+        if summary and self.trainer.is_global_zero:
+            print(summary, flush=True)
 
     def instantiate_classes(self) -> None:
         try:

@@ -8,6 +8,7 @@ sized for 6000 steps and validates every 500).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,7 +49,10 @@ def one_cycle_rates(total_steps: int, steps: int) -> list[float]:
 
 def test_a_short_run_anneals_validates_at_its_end_and_says_so(tmp_path, capsys):
     lintf(tmp_path, "--trainer.max_steps", "6", *SHORT)
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
+    summary = re.search(r"^fit: 6 steps in ([0-9.]+) s, ([0-9]+) tokens/s \(validation included\); (.*)$", out, re.M)
+    assert summary is not None, out
+    assert float(summary[2]) > 0 and "val/loss" in summary[3] and "val/accuracy" in summary[3]
     assert "schedule follows trainer.max_steps: total_steps 6000 -> 6" in err
     assert "validating every 4 steps, this 6-step run also validates at its last step, 6" in err
     best, last = checkpoint(tmp_path, "best"), checkpoint(tmp_path, "last")
