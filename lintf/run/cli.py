@@ -199,6 +199,7 @@ class LintfCLI(LightningCLI):
         self.checkpoint: dict[str, Any] | None = None
         self.continued_run: str | None = None
         self.new_cycle = False
+        self.schedule_notice: str | None = None
         place_under_root(config.trainer.get("logger"), config.trainer.get("default_root_dir"))
         if rank_zero_only.rank == 0:
             for path, size in remove_stale_temporaries(search_roots(config)):
@@ -223,9 +224,7 @@ class LintfCLI(LightningCLI):
         if scheduler_arguments(config) is None:
             return
         self.new_cycle = is_extension(self.checkpoint, int(config.trainer.get("max_steps") or -1), list(argv))
-        notice = size_schedule(config, list(argv), self.checkpoint)
-        if notice and rank_zero_only.rank == 0:
-            print(notice, file=sys.stderr, flush=True)
+        self.schedule_notice = size_schedule(config, list(argv), self.checkpoint)
 
     # Overrides LightningCLI._parse_ckpt_path (private), which would torch.load the checkpoint again without
     # its digest and merge whatever its hyper_parameters hold into the config (even a class path to call).
@@ -297,9 +296,9 @@ class LintfCLI(LightningCLI):
         load_library()  # a first build happens here, with its own progress line, not inside the progress bar
         config = self.config["fit"]
         check_before_fit(self.model, self.trainer.max_steps, self.checkpoint, config.get("ckpt_path"), self.new_cycle)
-        notice = final_validation_notice(self.trainer)
-        if notice and self.trainer.is_global_zero:
-            print(notice, file=sys.stderr, flush=True)
+        notices = [self.schedule_notice, final_validation_notice(self.trainer)]  # once the run's checks passed
+        for notice in filter(None, notices if self.trainer.is_global_zero else []):
+            print(notice, flush=True)
         say_run_directory(self.trainer)
 
     def before_validate(self) -> None:

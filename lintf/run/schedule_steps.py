@@ -62,8 +62,8 @@ def size_schedule(config: Any, argv: list[str], checkpoint: dict[str, Any] | Non
     """
     arguments = scheduler_arguments(config)
     max_steps = int(config.trainer.get("max_steps") or -1)
-    if arguments is None or max_steps == -1:
-        return None
+    if arguments is None or max_steps <= 0:
+        return None  # no step bound (-1), or a bad one the trainer refuses
     total, scheduler = int(arguments[TOTAL_STEPS]), config.model.init_args.lr_scheduler.class_path.rsplit(".", 1)[-1]
     if set_on_command_line(argv, TOTAL_STEPS):
         return None

@@ -53,8 +53,8 @@ def test_a_short_run_anneals_validates_at_its_end_and_says_so(tmp_path, capsys):
     summary = re.search(r"^fit: 6 steps in ([0-9.]+) s, ([0-9]+) tokens/s \(validation included\); (.*)$", out, re.M)
     assert summary is not None, out
     assert float(summary[2]) > 0 and "val/loss" in summary[3] and "val/accuracy" in summary[3]
-    assert "schedule follows trainer.max_steps: total_steps 6000 -> 6" in err
-    assert "validating every 4 steps, this 6-step run also validates at its last step, 6" in err
+    assert "schedule follows trainer.max_steps: total_steps 6000 -> 6" in out
+    assert "validating every 4 steps, this 6-step run also validates at its last step, 6" in out
     best, last = checkpoint(tmp_path, "best"), checkpoint(tmp_path, "last")
     assert best["global_step"] == last["global_step"] == 6  # validated (and saved best) at the last step
     final_rate = last["optimizer_states"][0]["param_groups"][0]["lr"]
@@ -65,14 +65,14 @@ def test_a_short_run_anneals_validates_at_its_end_and_says_so(tmp_path, capsys):
 
 def test_a_schedule_set_apart_is_kept(tmp_path, capsys):
     lintf(tmp_path, "--trainer.max_steps", "4", "--model.lr_scheduler.init_args.total_steps", "40", *SHORT)
-    assert "schedule follows" not in capsys.readouterr().err
+    assert "schedule follows" not in capsys.readouterr().out
     assert checkpoint(tmp_path, "last")["lr_schedulers"][0]["total_steps"] == 40
 
 
 def test_a_finished_run_trains_longer_with_a_new_cycle(tmp_path, capsys):
     lintf(tmp_path, "--trainer.max_steps", "6", *SHORT)
     lintf(tmp_path, "--trainer.max_steps", "10", *SHORT, "--ckpt_path", "last")
-    assert "schedule ends at step 6; training on to step 10 runs a new cycle of 4 steps" in capsys.readouterr().err
+    assert "schedule ends at step 6; training on to step 10 runs a new cycle of 4 steps" in capsys.readouterr().out
     last = checkpoint(tmp_path, "last")
     assert last["global_step"] == 10 and checkpoint(tmp_path, "best")["global_step"] == 10
     assert last["lr_schedulers"][0]["total_steps"] == 4 and last["lr_schedulers"][0]["last_epoch"] == 4
