@@ -17,6 +17,8 @@ The model core (``registry``, ``feature_maps``, ``attention``, ``ops``, ``models
     checkpoint_format.py   the checkpoint layout version and ``lintf checkpoint upgrade``
     directories.py         run directories: where a run's files go, reserved atomically, given back unused
     logger_placement.py    where the loggers write: under the run root, or into the run of ``--ckpt_path``
+    run_config.py          a checkpoint's run supplies its config.yaml (test/predict) and names its plugins
+    schedule_steps.py      a step schedule sized to the run: follows max_steps, a new cycle to train on
     loggers.py             TensorBoard and CSV with reserved versions, W&B that never blocks, quiet console
     callbacks/             last/best checkpoints, saved configs, predictions, samples, divergence stop
 
