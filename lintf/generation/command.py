@@ -23,7 +23,9 @@ from lintf.generation.prompts import ByteFormat, ModelSettings, PromptFormat, Sy
 from lintf.generation.stepping import CompiledStep
 from lintf.generation.streaming import stream_tokens
 from lintf.layout.directories import reserve_run_directory, run_directory_of, unused_path
+from lintf.plugins import PluginError, load_plugins
 from lintf.run.commands import CommandError
+from lintf.run.run_config import require_run_plugins
 from lintf.sampling import Sampling, StepFunction, complete
 from lintf.tasks.autoregressive import AutoregressiveTask
 from lintf.tasks.image_generation import image_grid, save_png
@@ -182,6 +184,7 @@ def generate(
     root: str = ".",
     output: str | None = None,
     compile: bool = False,
+    plugins: tuple[str, ...] = (),
 ) -> None:
     """Generate from the checkpoint of an autoregressive task: text, copies, or images (a PNG grid).
 
@@ -205,11 +208,18 @@ def generate(
         output: also write the samples to this file name in the run's samples/ folder (images: the
             grid's name, default generate-seed<seed>.png).
         compile: compile the step with torch.compile first (faster per token; compiling takes seconds).
+        plugins: modules or .py files imported first: the local plugins the checkpoint's run was trained with
+            (as given to ``lintf fit --plugins``).
     """
     sampling = Sampling(temperature, top_k, top_p)
     if num_samples < 1:
         raise CommandError(f"--num_samples must be >= 1, got {num_samples}")
-    path, checkpoint, task_class = find_generating_checkpoint(ckpt_path, root)
+    try:
+        load_plugins(plugins)
+        path, checkpoint, task_class = find_generating_checkpoint(ckpt_path, root)
+        require_run_plugins(path, plugins)
+    except PluginError as error:
+        raise CommandError(str(error)) from None
     settings = ModelSettings.of(task_class, checkpoint)
     fmt = prompt_format(task_class, settings, checkpoint)
     ids = read_prompt(prompt, prompt_file, fmt)

@@ -19,6 +19,8 @@ checkpoint layout version, which the tasks use too, live beneath both in ``lintf
     checkpoint_search.py   ``--ckpt_path FILE|last|best``: the checkpoint of this experiment, vetted
     checkpoint_format.py   what each checkpoint layout version holds, and ``lintf checkpoint upgrade``
     logger_placement.py    where the loggers write: under the run root, or into the run of ``--ckpt_path``
+    run_config.py          a checkpoint's run supplies its config.yaml (test/predict) and names its plugins
+    schedule_steps.py      a step schedule sized to the run: follows max_steps, a new cycle to train on
     loggers.py             TensorBoard and CSV with reserved versions, W&B that never blocks, quiet console
     callbacks/             last/best checkpoints, saved configs, predictions, samples, divergence stop
 

@@ -26,9 +26,13 @@ import lintf
 from lintf.layout.directories import discard_unused_run_directory, reserve_run_directory
 from lintf.names import import_class
 from lintf.ops import check_environment
+from lintf.ops.extension import load_library
 from lintf.plugins import PluginError, load_plugins
 from lintf.run.callbacks import LogSamples, PredictionWriter, RunCheckpoint, SaveRunConfig
+from lintf.run.callbacks.final_validation import ValidateAtTheEnd, final_validation_notice
 from lintf.run.callbacks.finite_training import NonFiniteError, StopOnNonFinite
+from lintf.run.callbacks.fit_summary import FitSummary
+from lintf.run.callbacks.interrupt import SaveOnInterrupt
 from lintf.run.callbacks.parameter_summary import with_parameter_summary
 from lintf.run.checkpoint_files import CheckpointWriteError, VerifiedCheckpointIO, remove_stale_temporaries
 from lintf.run.checkpoint_search import (LINKED_FROM_DATA, CheckpointError, find_checkpoint, hyperparameter_keys,
@@ -43,7 +47,9 @@ from lintf.run.loggers import quiet_lightning_notices
 from lintf.run.parsers import LintfArgumentParser, summarize
 from lintf.run.plugin_flags import check_config_plugins, plugins_in_args
 from lintf.run.preflight import CheckScheduleLength, check_before_fit, check_checkpoint_fits, listed
+from lintf.run.run_config import with_run_config
 from lintf.run.run_reports import say_checkpoints, say_run_directory, stopped_report
+from lintf.run.schedule_steps import StartNewCycle, is_extension, scheduler_arguments, size_schedule
 from lintf.run.threads import use_default_threads
 from lintf.tasks.decoding import Decoding
 
@@ -54,6 +60,22 @@ def registry_epilog() -> str:
         f"registered attentions: {', '.join(lintf.list_attentions())}; "
         f"feature maps: {', '.join(lintf.list_feature_maps())}"
     )
+
+
+def options_hint(subcommand: str) -> str:
+    """The first lines of ``lintf <subcommand> --help``: where the model's and data's options are listed."""
+    from lightning.pytorch import LightningModule
+
+    import lintf.data
+    import lintf.tasks
+
+    classes = [getattr(lintf.tasks, name) for name in lintf.tasks.__all__]
+    tasks = [cls.__name__ for cls in classes if isinstance(cls, type) and issubclass(cls, LightningModule)
+             and cls.__name__ not in ("TransformerTask", "AutoregressiveTask")]
+    return (f"{TRAINER_SUBCOMMANDS[subcommand]}\n\nThe model's and the data's options (below: the trainer's): "
+            f"`lintf {subcommand} --model.help CopyTask`, `lintf {subcommand} --data.help CopyData`. Tasks: "
+            f"{', '.join(tasks)}; data: {', '.join(lintf.data.__all__)}. Most runs start from a config: "
+            f"lintf {subcommand} --config configs/copy.yaml")
 
 
 DESCRIPTION = ("lintf: linear transformers (Katharopoulos et al. 2020) on PyTorch Lightning.\n"
@@ -94,7 +116,8 @@ class LintfCLI(LightningCLI):
                 seed_everything_default=0,
                 parser_class=LintfArgumentParser,
                 parser_kwargs={"allow_abbrev": False, **main_parser,
-                               **{name: {**epilog, "allow_abbrev": False} for name in self.subcommands()}},
+                               **{name: {**epilog, "allow_abbrev": False, "description": options_hint(name)}
+                                  for name in self.subcommands()}},
                 args=args,
                 run=run,
             )
@@ -102,7 +125,10 @@ class LintfCLI(LightningCLI):
             self._discard_run_directory()
             raise
         except SIGTERMException:
-            raise RunFailed(stopped_report(self.trainer), exit_code=128 + signal.SIGTERM) from None
+            stopped_by = next((callback.signal_received for callback in self.trainer.callbacks
+                               if isinstance(callback, SaveOnInterrupt) and callback.signal_received), signal.SIGTERM)
+            raise RunFailed(stopped_report(self.trainer, signal.Signals(stopped_by).name),
+                            exit_code=128 + stopped_by) from None
         except (NonFiniteError, CheckpointWriteError, OSError) as error:
             if isinstance(error, OSError) and error.errno not in WRITE_ERRNOS or os.environ.get("LINTF_DEBUG"):
                 raise
@@ -173,6 +199,8 @@ class LintfCLI(LightningCLI):
             config.trainer[key] = limit  # so the saved config.yaml says 1 (one batch), not 1.0 (all of them)
         self.checkpoint: dict[str, Any] | None = None
         self.continued_run: str | None = None
+        self.new_cycle = False
+        self.schedule_notice: str | None = None
         place_under_root(config.trainer.get("logger"), config.trainer.get("default_root_dir"))
         if rank_zero_only.rank == 0:
             for path, size in remove_stale_temporaries(search_roots(config)):
@@ -185,10 +213,19 @@ class LintfCLI(LightningCLI):
                     config.ckpt_path, config.model.class_path, search_roots(config), model_settings(config))
         except (CheckpointError, ClassPathError) as error:
             raise ConfigError(str(error)) from None
+        if subcommand == "fit":
+            self._size_schedule(config, raw if isinstance(raw, list | tuple) else [])
         if self.checkpoint is not None:
             self.continued_run = run_to_continue(config.ckpt_path)
         if self.continued_run is not None:  # the checkpoint's run: its logs, checkpoints and predictions go on there
             continue_in(config.trainer.get("logger"), self.continued_run, self._resumed_step(subcommand))
+
+    def _size_schedule(self, config: Any, argv: list[str]) -> None:
+        """A step-count schedule sized to the run (``lintf.run.schedule_steps``), said on rank 0."""
+        if scheduler_arguments(config) is None:
+            return
+        self.new_cycle = is_extension(self.checkpoint, int(config.trainer.get("max_steps") or -1), list(argv))
+        self.schedule_notice = size_schedule(config, list(argv), self.checkpoint)
 
     # Overrides LightningCLI._parse_ckpt_path (private), which would torch.load the checkpoint again without
     # its digest and merge whatever its hyper_parameters hold into the config (even a class path to call).
@@ -232,7 +269,8 @@ class LintfCLI(LightningCLI):
         # The built-in checkpoint callback yields to ``--trainer.enable_checkpointing false``.
         if config.get("enable_checkpointing") is False:
             callbacks = [callback for callback in callbacks if not isinstance(callback, ModelCheckpoint)]
-        callbacks = [*callbacks, StopOnNonFinite(), CheckScheduleLength()]
+        callbacks = [*callbacks, StopOnNonFinite(), CheckScheduleLength(), ValidateAtTheEnd(), SaveOnInterrupt(), FitSummary(),
+                     *([StartNewCycle()] if getattr(self, "new_cycle", False) else [])]
         config, callbacks = with_parameter_summary(config, callbacks)  # Lightning's, without FLOPs
         root = config.get("default_root_dir") or os.getcwd()
         if config.get("logger") in (None, True) and not config.get("barebones"):
@@ -256,8 +294,12 @@ class LintfCLI(LightningCLI):
         return int(self.checkpoint.get("global_step", 0))
 
     def before_fit(self) -> None:
+        load_library()  # a first build happens here, with its own progress line, not inside the progress bar
         config = self.config["fit"]
-        check_before_fit(self.model, self.trainer.max_steps, self.checkpoint, config.get("ckpt_path"))
+        check_before_fit(self.model, self.trainer.max_steps, self.checkpoint, config.get("ckpt_path"), self.new_cycle)
+        notices = [self.schedule_notice, final_validation_notice(self.trainer)]  # once the run's checks passed
+        for notice in filter(None, notices if self.trainer.is_global_zero else []):
+            print(notice, flush=True)
         say_run_directory(self.trainer)
 
     def before_validate(self) -> None:
@@ -271,6 +313,7 @@ class LintfCLI(LightningCLI):
 
     def _check_checkpoint(self, subcommand: str) -> None:
         """Before validate, test or predict: the checkpoint must fit the model; then say where the run's files go."""
+        load_library()
         if self.checkpoint is not None:
             check_checkpoint_fits(self.model, self.checkpoint, self.config[subcommand].ckpt_path)
         say_run_directory(self.trainer)
@@ -281,9 +324,13 @@ class LintfCLI(LightningCLI):
     after_test = after_predict = after_validate
 
     def after_fit(self) -> None:
-        """Say where the run went: its directory and its checkpoints."""
+        """Say where the run went: its directory and its checkpoints; then what it reached, and how fast."""
         say_run_directory(self.trainer)
         say_checkpoints(self.trainer)
+        summary = next((callback.summary(self.trainer) for callback in self.trainer.callbacks
+                        if isinstance(callback, FitSummary)), None)
+        if summary and self.trainer.is_global_zero:
+            print(summary, flush=True)
 
     def instantiate_classes(self) -> None:
         try:
@@ -308,7 +355,8 @@ def main(args: list[str] | None = None) -> None:
             return
         # ``lintf``, ``lintf --help`` or a mistyped subcommand: the parser lists every subcommand
         commands = None if argv[:1] and argv[0] in LintfCLI.subcommands() else all_commands()
-        LintfCLI(args, commands=commands)
+        with_config = with_run_config(argv)
+        LintfCLI(args if with_config == argv else with_config, commands=commands)
     except (ConfigError, ConfigFileError, PluginError, ExtensionError) as error:
         if os.environ.get("LINTF_DEBUG"):
             raise

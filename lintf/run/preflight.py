@@ -121,7 +121,7 @@ def check_checkpoint_fits(model: LightningModule, checkpoint: dict[str, Any], pa
 
 
 def check_before_fit(model: LightningModule, max_steps: int, checkpoint: dict[str, Any] | None,
-                     ckpt_path: str | None) -> None:
+                     ckpt_path: str | None, new_cycle: bool = False) -> None:
     """Every check of a ``fit`` run; raises RunCheckError with one paragraph.
 
     Args:
@@ -129,11 +129,13 @@ def check_before_fit(model: LightningModule, max_steps: int, checkpoint: dict[st
         max_steps: ``trainer.max_steps``.
         checkpoint: the checkpoint a resumed run continues (None: a new run).
         ckpt_path: where that checkpoint was read from.
+        new_cycle: the resumed run's schedule ended, and a new one runs from the checkpoint's step.
     """
     optimizer, scheduler = built_optimizer(model)
     if checkpoint is not None:
         check_checkpoint_fits(model, checkpoint, ckpt_path)
-        changed = resume_differences(checkpoint, optimizer, scheduler)
+        saved = checkpoint if not new_cycle else {**checkpoint, "lr_schedulers": [scheduler.state_dict()]}
+        changed = resume_differences(saved, optimizer, scheduler)
         if changed:
             raise RunCheckError(
                 f"resuming from {ckpt_path}, whose optimizer and schedule differ from this config: {listed(changed)}. "
@@ -141,4 +143,6 @@ def check_before_fit(model: LightningModule, max_steps: int, checkpoint: dict[st
                 "apply: use the values of the run that wrote it (its config.yaml), or start a new run."
             )
     if max_steps != -1:
-        check_schedule_length(scheduler, max_steps, f"trainer.max_steps={max_steps}")
+        start = int(checkpoint.get("global_step", 0)) if new_cycle else 0
+        check_schedule_length(scheduler, max_steps - start, f"trainer.max_steps={max_steps}"
+                              + (f" makes {max_steps - start} steps from step {start}" if start else ""))

@@ -35,9 +35,9 @@ def say_checkpoints(trainer: Trainer) -> None:
         print("\n".join(lines), flush=True)
 
 
-def stopped_report(trainer: Trainer) -> str:
-    """What a run stopped by SIGTERM reached and kept."""
+def stopped_report(trainer: Trainer, signal_name: str = "SIGTERM") -> str:
+    """What a run stopped by a signal (SIGTERM, or Ctrl-C's SIGINT) reached and kept."""
     last = getattr(trainer.checkpoint_callback, "last_model_path", "") or ""
     kept = (f"saved {last}; continue with the same command and --ckpt_path last" if os.path.isfile(last)
             else "no checkpoint was saved (checkpointing is off)")
-    return f"stopped by SIGTERM at step {trainer.global_step}: {kept}"
+    return f"stopped by {signal_name} at step {trainer.global_step}: {kept}"

@@ -71,7 +71,9 @@ def test_invalid_learning_rate_stops_before_training(tmp_path, capsys):
 
 
 def test_schedule_shorter_than_max_steps_stops_before_training(tmp_path, capsys):
-    err = lintf_error(tiny(tmp_path, "--trainer.max_steps", "7000"), capsys)
+    # a schedule set apart on the command line is kept (else it follows --trainer.max_steps)
+    err = lintf_error(tiny(tmp_path, "--trainer.max_steps", "7000", "--model.lr_scheduler.init_args.total_steps",
+                           "6000"), capsys)
     assert "OneCycleLR has total_steps=6000, but trainer.max_steps=7000" in err and "step 6001" in err
     assert no_run_directory(tmp_path)
 

@@ -51,7 +51,7 @@ def run_directories(root: Path) -> list[str]:
 def test_test_predict_and_resume_stay_in_the_run(tmp_path, capsys):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        lintf(tmp_path, "fit", "--trainer.max_steps", "5", *VALIDATE_EVERY_2)  # last.ckpt at step 4, logs to step 5
+        lintf(tmp_path, "fit", "--trainer.max_steps", "5", *VALIDATE_EVERY_2)  # validates (last.ckpt) at 2, 4 and 5
         lintf(tmp_path, "test", "--ckpt_path", "last")
         lintf(tmp_path, "predict", "--ckpt_path", "last")
         lintf(tmp_path, "fit", "--trainer.max_steps", "8", *VALIDATE_EVERY_2, "--ckpt_path", "last")
@@ -66,7 +66,8 @@ def test_test_predict_and_resume_stay_in_the_run(tmp_path, capsys):
     steps = scalar_steps(run)
     # One curve: the resumed fit continues the first one's; the first fit's step past its checkpoint is dropped.
     assert steps["train/loss"] == list(range(8)), steps["train/loss"]
-    assert steps["val/loss"] == [1, 3, 5, 7] and "test/loss" in steps
+    # every 2 steps, and at the first fit's last step (5, logged at 4 as each validation is at its step - 1)
+    assert steps["val/loss"] == [1, 3, 4, 5, 7] and "test/loss" in steps
 
 
 def test_a_second_predict_keeps_the_first(tmp_path):

@@ -22,25 +22,31 @@ compiler's baseline ISA: one build runs on any CPU of its architecture (``csrc/c
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import os
 import shutil
 import sys
 import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
 from lintf.ops.extension.lock import build_lock
 from lintf.ops.extension.manifest import ManifestError, library_problem, read_manifest, write_manifest
+from lintf.ops.extension.progress import build_progress
 
 NAME = "lintf_causal_product"
-BUILD_NOTICE = "lintf: building the C++ causal-product op (once per machine and torch version, ~20 s)..."
+BUILD_NOTICE = "lintf: building the compiled ops (once per machine and torch version)"
 # lintf/ops/csrc in an installed copy (setup.py puts the sources there), csrc/ in a clone
 _CSRC_CANDIDATES = (Path(__file__).parents[1] / "csrc", Path(__file__).parents[3] / "csrc")
 _LIBRARY_ROOT = Path("common") / "library.cpp"  # the file that marks a csrc/ tree: it defines the namespace
 DEFAULT_PREBUILT_DIR = Path(__file__).parents[1] / "_prebuilt"
+# torch.utils.cpp_extension's LIB_EXT, known without importing it (its import looks for CUDA and may log)
+LIBRARY_SUFFIX = ".pyd" if sys.platform == "win32" else ".so"
 
 
 def source_dir() -> Path | None:
@@ -81,9 +87,39 @@ def cflags() -> list[str]:
 
 def cuda_wanted() -> bool:
     """Whether a build should include the CUDA kernels: a visible GPU and a toolkit."""
-    from torch.utils.cpp_extension import CUDA_HOME
+    if not torch.cuda.is_available():
+        return False  # before the import: a CUDA wheel without a GPU logs "No CUDA runtime is found" there
+    with quiet_build_tools():
+        from torch.utils.cpp_extension import CUDA_HOME
+    return CUDA_HOME is not None
 
-    return torch.cuda.is_available() and CUDA_HOME is not None
+
+def _not_a_missing_cuda_runtime(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("No CUDA runtime is found")
+
+
+# Whoever imports torch.utils.cpp_extension first (lintf, or a torch module lintf uses), a CUDA wheel on a
+# machine without a GPU logs that it found no CUDA runtime: expected there, and lintf runs its CPU kernels.
+logging.getLogger("torch.utils.cpp_extension").addFilter(_not_a_missing_cuda_runtime)
+
+
+@contextlib.contextmanager
+def quiet_build_tools() -> Iterator[None]:
+    """Keep torch's build-time chatter (``torch.utils.cpp_extension``'s log and warnings) out of the user's output.
+
+    Its import logs "No CUDA runtime is found" on a CUDA wheel without a GPU, and its builds warn about
+    unset CUDA architecture lists and compiler versions: notes for torch's developers, not lintf's
+    users. A failed build still raises with the compiler's output; ``lintf build`` shows everything.
+    """
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module=r"torch\.utils\.cpp_extension")
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 def build_key(with_cuda: bool) -> str:
@@ -98,7 +134,8 @@ def build_key(with_cuda: bool) -> str:
 
 def compiler_problem() -> str | None:
     """Why nothing can be compiled here (missing C++ compiler or ninja), or None."""
-    from torch.utils.cpp_extension import is_ninja_available
+    with quiet_build_tools():
+        from torch.utils.cpp_extension import is_ninja_available
 
     compiler = os.environ.get("CXX", "c++")
     if shutil.which(compiler) is None:
@@ -121,6 +158,12 @@ def _unverified(build_dir: Path, library: Path) -> str | None:
     return library_problem(build_dir, manifest)
 
 
+def built_library(build_dir: Path) -> Path | None:
+    """The library in build_dir if it matches its manifest, else None; imports no build tool."""
+    library = build_dir / f"{NAME}{LIBRARY_SUFFIX}"
+    return library if _unverified(build_dir, library) is None else None
+
+
 def compile_into(build_dir: Path, with_cuda: bool, verbose: bool = False) -> Path:
     """Compile (or bring up to date) the library in build_dir, load it and return its path.
 
@@ -128,28 +171,33 @@ def compile_into(build_dir: Path, with_cuda: bool, verbose: bool = False) -> Pat
     loaded; a fresh build is announced on stderr. Whatever library the call leaves (a fresh build,
     or one ninja relinked because the build command changed) is recorded in the manifest.
     """
-    from torch.utils.cpp_extension import LIB_EXT, load
+    with quiet_build_tools() if not verbose else contextlib.nullcontext():
+        return _compile_into(build_dir, with_cuda, verbose)
+
+
+def _compile_into(build_dir: Path, with_cuda: bool, verbose: bool) -> Path:
+    from torch.utils.cpp_extension import load
 
     with build_lock(build_dir):
-        library = build_dir / f"{NAME}{LIB_EXT}"
+        library = build_dir / f"{NAME}{LIBRARY_SUFFIX}"
         problem = _unverified(build_dir, library)
         if problem is not None:
             if library.exists():
                 warnings.warn(f"lintf: {problem}; rebuilding it", stacklevel=2)
                 library.unlink()
-            print(BUILD_NOTICE, file=sys.stderr, flush=True)
-        built = Path(load(
-            name=NAME,
-            sources=[str(p) for p in sources(with_cuda)],
-            extra_include_paths=[str(source_dir())],
-            extra_cflags=cflags(),
-            extra_ldflags=openmp_flags(),
-            extra_cuda_cflags=["-O3"],
-            build_directory=str(build_dir),
-            with_cuda=with_cuda,
-            is_python_module=False,
-            verbose=verbose,
-        ))
+        with build_progress(BUILD_NOTICE, build_dir.parent) if problem is not None else contextlib.nullcontext():
+            built = Path(load(
+                name=NAME,
+                sources=[str(p) for p in sources(with_cuda)],
+                extra_include_paths=[str(source_dir())],
+                extra_cflags=cflags(),
+                extra_ldflags=openmp_flags(),
+                extra_cuda_cflags=["-O3"],
+                build_directory=str(build_dir),
+                with_cuda=with_cuda,
+                is_python_module=False,
+                verbose=verbose,
+            ))
         # ninja relinks on its own when the build's command changed (the same sources checked out at
         # another path): record whatever this call left, so the next process does not distrust it
         if problem is not None or _unverified(build_dir, built) is not None:

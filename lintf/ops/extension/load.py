@@ -25,8 +25,8 @@ from pathlib import Path
 
 import torch
 
-from lintf.ops.extension.build import (DEFAULT_PREBUILT_DIR, NAME, compile_into, compiler_problem, cuda_wanted,
-                                       jit_build_dir, source_dir)
+from lintf.ops.extension.build import (DEFAULT_PREBUILT_DIR, NAME, built_library, compile_into, compiler_problem,
+                                       cuda_wanted, jit_build_dir, source_dir)
 from lintf.ops.extension.environment import extension_disabled
 from lintf.ops.extension.lock import BuildLockError
 from lintf.ops.extension.manifest import ManifestError, library_problem, read_manifest
@@ -131,11 +131,14 @@ def _load(library: Path | None) -> Path | None:
 
 
 def _jit_library() -> Path | None:
+    with_cuda = cuda_wanted()
+    ready = built_library(jit_build_dir(with_cuda))
+    if ready is not None:
+        return ready  # built before: no compiler, no ninja and no torch.utils.cpp_extension needed
     problem = compiler_problem() or (None if source_dir() else "the csrc/ sources are not installed")
     if problem is not None:
         warnings.warn(f"lintf: {problem}; the ops run on their slower pure-PyTorch paths", stacklevel=4)
         return None
-    with_cuda = cuda_wanted()
     try:
         return compile_into(jit_build_dir(with_cuda), with_cuda)
     except BuildLockError:
