@@ -15,10 +15,11 @@ import torch
 
 from lintf.generation.checkpoint import build_task, find_generating_checkpoint
 from lintf.generation.command import new_token_count
-from lintf.generation.prompts import ByteFormat, PromptFormat, SymbolFormat, prompt_format
-from lintf.sampling import Sampling, complete
+from lintf.generation.prompts import ByteFormat, ModelSettings, PromptFormat, SymbolFormat, prompt_format
+from lintf.generation.streaming import stream_tokens
 from lintf.plugins import load_plugins
 from lintf.run.run_config import require_run_plugins
+from lintf.sampling import Sampling
 from lintf.tasks.autoregressive import AutoregressiveTask
 
 
@@ -29,15 +30,15 @@ class Pretrained:
         task: the task, in eval mode.
         tokenizer: the prompt format of its checkpoint (text, copy symbols or image bytes).
         path: the checkpoint file it was read from.
+        settings: what the checkpoint says about the model's inputs (positions, vocabulary).
     """
 
-    def __init__(self, task: AutoregressiveTask, tokenizer: PromptFormat, path: str) -> None:
-        self.task, self.tokenizer, self.path = task, tokenizer, path
+    def __init__(self, task: AutoregressiveTask, tokenizer: PromptFormat, path: str, settings: ModelSettings) -> None:
+        self.task, self.tokenizer, self.path, self.settings = task, tokenizer, path, settings
 
     def __repr__(self) -> str:
         return f"Pretrained({type(self.task).__name__} from {self.path})"
 
-    @torch.inference_mode()
     def generate(self, prompt: str, max_new_tokens: int | None = None, temperature: float = 1.0,
                  top_k: int | None = None, top_p: float = 1.0, seed: int = 0) -> str:
         """The prompt and its continuation, as text; the options and defaults are ``lintf generate``'s.
@@ -56,12 +57,10 @@ class Pretrained:
         ids = self.tokenizer.encode(prompt)
         if not ids:
             raise ValueError(f"the prompt {prompt!r} is empty; give at least one token")
-        count = new_token_count(self.task, self.tokenizer, ids, max_new_tokens)
-        buffer = torch.zeros(1, len(ids) + count, dtype=torch.long, device=self.task.device)
-        buffer[0, : len(ids)] = torch.tensor(ids)
-        out = complete(self.task, buffer, len(ids), Sampling(temperature, top_k, top_p),
-                       torch.Generator(device=self.task.device).manual_seed(seed))
-        text = self.tokenizer.piece(out[0].tolist()) or ""
+        count = new_token_count(self.settings, self.tokenizer, ids, max_new_tokens)
+        generator = torch.Generator(device=self.task.device).manual_seed(seed)
+        new = list(stream_tokens(self.task, ids, count, Sampling(temperature, top_k, top_p), generator))
+        text = self.tokenizer.piece(ids + new) or ""
         return text.rstrip(" ") if isinstance(self.tokenizer, SymbolFormat) else text  # symbols end in a space
 
 
@@ -76,5 +75,6 @@ def load(ckpt_path: str, root: str = ".", plugins: Sequence[str] = ()) -> Pretra
     load_plugins(plugins)
     path, checkpoint, task_class = find_generating_checkpoint(ckpt_path, root)
     require_run_plugins(path, list(plugins))
-    task = build_task(path, checkpoint, task_class)
-    return Pretrained(task, prompt_format(task, checkpoint), path)
+    settings = ModelSettings.of(task_class, checkpoint)
+    fmt = prompt_format(task_class, settings, checkpoint)
+    return Pretrained(build_task(path, checkpoint, task_class), fmt, path, settings)

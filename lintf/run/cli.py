@@ -22,12 +22,12 @@ from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-import lintf
 from lintf.layout.directories import discard_unused_run_directory, reserve_run_directory
 from lintf.names import import_class
 from lintf.ops import check_environment
 from lintf.ops.extension import load_library
 from lintf.plugins import PluginError, load_plugins
+from lintf.registry import list_attentions, list_feature_maps
 from lintf.run.callbacks import LogSamples, PredictionWriter, RunCheckpoint, SaveRunConfig
 from lintf.run.callbacks.final_validation import ValidateAtTheEnd, final_validation_notice
 from lintf.run.callbacks.finite_training import NonFiniteError, StopOnNonFinite
@@ -57,8 +57,8 @@ from lintf.tasks.decoding import Decoding
 def registry_epilog() -> str:
     """--help footer listing the names valid for --model.encoder.attention and --model.encoder.feature_map."""
     return (
-        f"registered attentions: {', '.join(lintf.list_attentions())}; "
-        f"feature maps: {', '.join(lintf.list_feature_maps())}"
+        f"registered attentions: {', '.join(list_attentions())}; "
+        f"feature maps: {', '.join(list_feature_maps())}"
     )
 
 
