@@ -84,7 +84,8 @@ def plan(args: argparse.Namespace) -> list[tuple[list[str], dict[str, str]]]:
         ]
     check = ("import sys, torch; v = torch.__version__; "
              f"sys.exit(None if v == {args.torch!r} else f'build interpreter has torch {{v}}, not {args.torch}')")
-    build = f"from pathlib import Path; from lintf.ops.extension.build import build; build(Path({str(out / 'op')!r}), cuda=True)"
+    build = ("from pathlib import Path; from lintf.ops.extension.build import build; "
+             f"build(Path({str(out / 'op')!r}), cuda=True)")
     env = {"TORCH_CUDA_ARCH_LIST": ";".join(args.arch), "PYTHONPATH": str(REPO)}
     steps += [([python, "-c", check], {}), ([python, "-c", build], env)]
     return steps

@@ -65,7 +65,8 @@ def test_the_run_script_checks_its_arguments(tmp_path):
     assert short.returncode == 2 and "SECONDS must be a whole number >= 120, got '60'" in short.stderr
 
 
-@pytest.mark.skipif(torch.cuda.is_available() or shutil.which("bash") is None, reason="checks the refusal without a GPU")
+@pytest.mark.skipif(torch.cuda.is_available() or shutil.which("bash") is None,
+                    reason="checks the refusal without a GPU")
 def test_the_run_script_refuses_without_a_gpu(tmp_path):
     done = run_script(str(tmp_path))
     assert done.returncode == 3 and "no CUDA device is visible to torch here" in done.stderr

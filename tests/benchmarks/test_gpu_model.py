@@ -1,0 +1,124 @@
+"""The GPU performance model against the CUDA emulation (the same launch code on the CPU), and its budgets.
+
+The emulation records every chunked-kernel launch (grid size) and a dispatch mode records the ATen
+kernels the launch code runs between them: the model's launches must be exactly those, in order. The
+budgets bound launches and bytes per call, so a change that adds a pass or traffic fails here first.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from benchmarks import gpu_model
+from benchmarks.gpu_model import Shape
+from tests.ops.causal.cuda_emulation.loader import CSRC, EMULATION, cuda_headers, load_emulated
+
+SHAPES = [(150, 17, 33), (64, 32, 80), (200, 64, 64)]  # (N, C, M): a partial chunk, two value tiles, whole tiles
+
+
+class AtenKernels(TorchDispatchMode):
+    """Names of the ATen ops that launch a kernel (no views, no allocations), in call order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if not func.is_view and name not in {"empty", "empty_strided", "detach", "lift_fresh"}:
+            self.names.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture(scope="module")
+def causal_emulated():
+    headers = [CSRC / "common" / "inputs.h", CSRC / "causal" / "causal_product.h",
+               *cuda_headers("common/cuda", "causal/cuda")]
+    return load_emulated("lintf_cuda_emulation", EMULATION / "emulated_op.cpp", headers)
+
+
+@pytest.fixture(scope="module")
+def decayed_emulated():
+    headers = [CSRC / "common" / "inputs.h", *cuda_headers("common/cuda", "decayed/cuda")]
+    return load_emulated("lintf_decayed_emulation", CSRC.parent / "tests/ops/decayed/cuda_emulated_op.cpp", headers)
+
+
+def recorded(module, call) -> tuple[list[int], list[str]]:
+    """The grid sizes of the chunked launches and the ATen kernels of call() on the emulated module."""
+    module.take_launches()
+    with AtenKernels() as aten:
+        call()
+    return [blocks for blocks, _, _ in module.take_launches()], aten.names
+
+
+def modelled(launches: list[gpu_model.Launch]) -> tuple[list[int], list[str]]:
+    return ([x.blocks for x in launches if x.blocks], [x.kernel.split()[0].removeprefix("aten.") for x in launches
+                                                       if not x.blocks])
+
+
+def qkv(n: int, c: int, m: int) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    q, k = ((torch.rand(1, 2, n, c, generator=gen) + 0.1).bfloat16() for _ in range(2))
+    v, grad = (torch.randn(1, 2, n, m, generator=gen).bfloat16() for _ in range(2))
+    return [q, k, v, grad]
+
+
+@pytest.mark.parametrize(("n", "c", "m"), SHAPES)
+def test_the_causal_launches_are_the_emulated_ones(causal_emulated, n, c, m):
+    q, k, v, grad = qkv(n, c, m)
+    shape = Shape(2, n, c, m)
+    assert causal_emulated.plan(q, v)[2:] == [shape.chunks, shape.value_tiles]
+    fwd = []
+    assert recorded(causal_emulated, lambda: fwd.extend(causal_emulated.forward(q, k, v, 1e-6, True, None, None))) \
+        == modelled(gpu_model.causal_forward(shape))
+    out, den = fwd[:2]
+    backward = lambda: causal_emulated.backward(grad, q, k, v, out, den, True, None, None, None, None)  # noqa: E731
+    assert recorded(causal_emulated, backward) == modelled(gpu_model.causal_backward(shape))
+
+
+@pytest.mark.parametrize(("n", "c", "m"), SHAPES)
+def test_the_decayed_launches_are_the_emulated_ones(decayed_emulated, n, c, m):
+    q, k, v, grad = qkv(n, c, m)
+    log_decay = -torch.rand(1, 2, n, generator=torch.Generator().manual_seed(1))
+    shape = Shape(2, n, c, m)
+    assert decayed_emulated.plan(q, v)[2:] == [shape.chunks, shape.value_tiles]
+    assert recorded(decayed_emulated, lambda: decayed_emulated.forward(q, k, v, log_decay, None)) \
+        == modelled(gpu_model.decayed_forward(shape))
+    backward = lambda: decayed_emulated.backward(grad, q, k, v, log_decay, None, None)  # noqa: E731
+    assert recorded(decayed_emulated, backward) == modelled(gpu_model.decayed_backward(shape))
+
+
+# the design's budgets per fwd+bwd call at B*H = 128, C = M = 64, bf16: launches, and bytes moved over the
+# bytes of the call's own inputs and outputs (per-chunk fp32 states and per-value-tile re-reads make the rest)
+BUDGETS = {"causal": (18, 7.5), "decayed": (16, 8.0)}
+
+
+@pytest.mark.parametrize("op", list(gpu_model.OPS))
+@pytest.mark.parametrize("n", [1024, 4096, 16384])
+def test_launches_and_bytes_per_call_stay_within_the_budget(op, n):
+    launches, traffic = BUDGETS[op]
+    row = gpu_model.summary(op, Shape(128, n, 64, 64))
+    assert row["launches"] <= launches
+    assert row["bytes"] <= traffic * row["io_bytes"], f"{op} N={n}: {row['bytes'] / row['io_bytes']:.2f}x in/out"
+
+
+def test_the_floor_is_the_slower_of_memory_and_tensor_cores():
+    """Each launch's floor is bytes / bandwidth or FLOPs / rate, whichever is larger; the call's is their sum."""
+    shape = Shape(128, 4096, 64, 64)
+    row = gpu_model.summary("causal", shape)
+    launches = gpu_model.causal_forward(shape) + gpu_model.causal_backward(shape)
+    for gpu, rate in gpu_model.RATES.items():
+        memory = sum(x.read + x.written for x in launches) / rate["bandwidth"]
+        compute = sum(x.flops for x in launches) / rate["tensor"]
+        assert max(memory, compute) * (1 - 1e-12) <= row[gpu] <= (memory + compute) * (1 + 1e-12)
+    assert row["H200"] < row["H100 80GB HBM3"]  # memory-bound here: the faster memory wins
+
+
+def test_the_table_is_written(tmp_path, capsys):
+    gpu_model.main(["--lengths", "1024", "--dims", "64", "--out", str(tmp_path)])
+    written = (tmp_path / "gpu_model.md").read_text()
+    assert "| causal | 128 | 1024 | 64 |" in written and "| decayed | 128 | 1024 | 64 |" in written
+    assert all(gpu in written for gpu in gpu_model.RATES)
+    assert written.strip() == capsys.readouterr().out.strip()
