@@ -11,8 +11,9 @@ the tensor-core products of whole 64 x 64 chunk tiles, the masked half included.
 grid sizes, ATen kernels) are checked against the CUDA emulation, which runs the same launch code on the CPU
 (tests/benchmarks/test_gpu_model.py). The floor of a call is max(bytes / bandwidth, FLOPs / tensor-core
 rate) over its launches, with each GPU's measured rates (RATES). Ops: the normalised causal product
-(``lintf::causal_product``, as linear attention calls it) and the decayed product (``lintf::decayed_product``),
-bf16, no initial state. Writes gpu_model.md to --out (benchmarks/results).
+(``lintf::causal_product``, as linear attention calls it), the decayed product (``lintf::decayed_product``)
+and gated linear attention (``lintf::gated_linear_attention``), bf16, no initial state; the delta rule's
+kernels are not modelled yet. Writes gpu_model.md to --out (benchmarks/results).
 """
 
 from __future__ import annotations
@@ -137,53 +138,70 @@ def causal_backward(s: Shape) -> list[Launch]:
     ]
 
 
-def _cumulative_decays(s: Shape) -> list[Launch]:
-    """b_t: log_decay padded to whole chunks and cumsum'd per chunk."""
+def _cumulative_gates(s: Shape, width: int) -> list[Launch]:
+    """b_t: the log-decays (width 1) or log-gates (width C) padded to whole chunks and cumsum'd per chunk."""
     b = _sizes(s)
     return [
-        Launch("aten.constant_pad_nd", 0, b["rows"], b["rows_padded"]),
-        Launch("aten.cumsum", 0, b["rows_padded"], b["rows_padded"]),
+        Launch("aten.constant_pad_nd", 0, b["rows"] * width, b["rows_padded"] * width),
+        Launch("aten.cumsum", 0, b["rows_padded"] * width, b["rows_padded"] * width),
     ]
 
 
-def decayed_forward(s: Shape) -> list[Launch]:
-    """The cumulative decays, decayed_state_kernel, the scan, decayed_output_kernel."""
+def _gated_forward(s: Shape, op: str, width: int) -> list[Launch]:
+    """The cumulative gates, <op>_state_kernel, the scan, <op>_output_kernel (decayed: width 1, GLA: width C)."""
     b, blocks = _sizes(s), s.heads * s.chunks * s.value_tiles
-    return _cumulative_decays(s) + [
-        Launch("decayed_state", blocks, b["qk"] * s.value_tiles + b["v"] + b["rows_padded"] * s.value_tiles,
-               b["states"], 2 * s.heads * s.n * s.c * s.m),
-        _scan(s, "chunk_scan", s.c * s.m, b["states"] + b["rows_padded"], 0, b["state"]),
-        Launch("decayed_output", blocks,
-               2 * b["qk"] * s.value_tiles + b["v"] + b["states"] + b["rows_padded"] * s.value_tiles, b["v"],
+    gates = b["rows_padded"] * width
+    return _cumulative_gates(s, width) + [
+        Launch(f"{op}_state", blocks, (b["qk"] + gates) * s.value_tiles + b["v"], b["states"],
+               2 * s.heads * s.n * s.c * s.m),
+        _scan(s, "chunk_scan", s.c * s.m, b["states"] + gates, 0, b["state"]),
+        Launch(f"{op}_output", blocks, (2 * b["qk"] + gates) * s.value_tiles + b["v"] + b["states"], b["v"],
                _intra_flops(s, s.c * s.value_tiles + s.m) + 2 * s.heads * s.n * s.c * s.m),
     ]
 
 
-def decayed_backward(s: Shape) -> list[Launch]:
-    """The cumulative decays, both sweeps' states and scans, the decay-gradient terms, the dq and dkv kernels."""
+def _gated_backward(s: Shape, op: str, width: int) -> list[Launch]:
+    """The cumulative gates, both sweeps' states and scans, the gate-gradient terms, the dq and dkv kernels."""
     b, blocks = _sizes(s), s.heads * s.chunks * s.value_tiles
-    per_chunk = s.heads * s.chunks
+    gates, per_chunk = b["rows_padded"] * width, s.heads * s.chunks
     states_flops = 2 * s.heads * s.n * s.c * s.m
-    return _cumulative_decays(s) + [
-        Launch("decayed_state kv", blocks, b["qk"] * s.value_tiles + b["v"] + b["rows_padded"] * s.value_tiles,
-               b["states"], states_flops),
-        Launch("decayed_state dkv", blocks, b["qk"] * s.value_tiles + b["v"] + b["rows_padded"] * s.value_tiles,
-               b["states"], states_flops),
-        _scan(s, "chunk_scan kv", s.c * s.m, b["states"] + b["rows_padded"], 0, b["state"]),
-        _scan(s, "chunk_scan dkv", s.c * s.m, b["states"] + b["rows_padded"], 0, b["state"]),
+    return _cumulative_gates(s, width) + [
+        Launch(f"{op}_state kv", blocks, (b["qk"] + gates) * s.value_tiles + b["v"], b["states"], states_flops),
+        Launch(f"{op}_state dkv", blocks, (b["qk"] + gates) * s.value_tiles + b["v"], b["states"], states_flops),
+        _scan(s, "chunk_scan kv", s.c * s.m, b["states"] + gates, 0, b["state"]),
+        _scan(s, "chunk_scan dkv", s.c * s.m, b["states"] + gates, 0, b["state"]),
         Launch("aten.cat", 0, b["states"], b["states"]),  # the states leaving each chunk
         Launch("aten.mul", 0, 2 * b["states"], b["states"]),
-        Launch("aten.sum", 0, b["states"], s.heads * s.chunks * F32),
-        Launch("decayed_dq", per_chunk, b["qk"] + 2 * b["v"] + 2 * b["states"] + b["rows_padded"], b["qk"] + b["rows"],
+        Launch("aten.sum", 0, b["states"], per_chunk * width * F32),
+        Launch(f"{op}_dq", per_chunk, b["qk"] + 2 * b["v"] + 2 * b["states"] + gates, b["qk"] + b["rows"] * width,
                _intra_flops(s, s.m + s.c) + states_flops),
-        Launch("decayed_dkv", per_chunk, 2 * b["qk"] + 2 * b["v"] + 2 * b["states"] + b["rows_padded"],
-               2 * b["qk"] + b["v"] + b["rows"], _intra_flops(s, 2 * s.c + 2 * s.m) + 2 * states_flops),
+        Launch(f"{op}_dkv", per_chunk, 2 * b["qk"] + 2 * b["v"] + 2 * b["states"] + gates,
+               2 * b["qk"] + b["v"] + b["rows"] * width, _intra_flops(s, 2 * s.c + 2 * s.m) + 2 * states_flops),
     ]
+
+
+def decayed_forward(s: Shape) -> list[Launch]:
+    """lintf::decayed_product's forward: one log-decay per position."""
+    return _gated_forward(s, "decayed", 1)
+
+
+def decayed_backward(s: Shape) -> list[Launch]:
+    return _gated_backward(s, "decayed", 1)
+
+
+def gla_forward(s: Shape) -> list[Launch]:
+    """lintf::gated_linear_attention's forward: one log-gate per position and key feature."""
+    return _gated_forward(s, "gla", s.c)
+
+
+def gla_backward(s: Shape) -> list[Launch]:
+    return _gated_backward(s, "gla", s.c)
 
 
 OPS: dict[str, tuple[Callable[[Shape], list[Launch]], Callable[[Shape], list[Launch]]]] = {
     "causal": (causal_forward, causal_backward),
     "decayed": (decayed_forward, decayed_backward),
+    "gla": (gla_forward, gla_backward),
 }
 
 
@@ -191,7 +209,8 @@ def io_bytes(op: str, s: Shape) -> int:
     """Bytes a fwd+bwd must move at least: q, k, v, out read or written once, their gradients, the decays."""
     b = _sizes(s)
     tensors = 2 * (2 * b["qk"] + 2 * b["v"])  # q, k, v, out and dq, dk, dv, grad_out
-    return tensors + (2 * b["rows"] if op == "decayed" else 0)
+    gates = {"decayed": 2 * b["rows"], "gla": 2 * b["rows"] * s.c}.get(op, 0)  # the gates and their gradient
+    return tensors + gates
 
 
 def summary(op: str, s: Shape) -> dict:

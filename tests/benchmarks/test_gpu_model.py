@@ -45,6 +45,12 @@ def decayed_emulated():
     return load_emulated("lintf_decayed_emulation", CSRC.parent / "tests/ops/decayed/cuda_emulated_op.cpp", headers)
 
 
+@pytest.fixture(scope="module")
+def gla_emulated():
+    headers = [CSRC / "common" / "inputs.h", *cuda_headers("common/cuda", "gla/cuda")]
+    return load_emulated("lintf_gla_emulation", CSRC.parent / "tests/ops/gla/cuda_emulated_op.cpp", headers)
+
+
 def recorded(module, call) -> tuple[list[int], list[str]]:
     """The grid sizes of the chunked launches and the ATen kernels of call() on the emulated module."""
     module.take_launches()
@@ -90,9 +96,21 @@ def test_the_decayed_launches_are_the_emulated_ones(decayed_emulated, n, c, m):
     assert recorded(decayed_emulated, backward) == modelled(gpu_model.decayed_backward(shape))
 
 
+@pytest.mark.parametrize(("n", "c", "m"), SHAPES)
+def test_the_gla_launches_are_the_emulated_ones(gla_emulated, n, c, m):
+    q, k, v, grad = qkv(n, c, m)
+    log_gate = -torch.rand(1, 2, n, c, generator=torch.Generator().manual_seed(1))
+    shape = Shape(2, n, c, m)
+    assert gla_emulated.plan(q, v)[2:] == [shape.chunks, shape.value_tiles]
+    assert recorded(gla_emulated, lambda: gla_emulated.forward(q, k, v, log_gate, c**-0.5, None)) \
+        == modelled(gpu_model.gla_forward(shape))
+    backward = lambda: gla_emulated.backward(grad, q, k, v, log_gate, c**-0.5, None, None)  # noqa: E731
+    assert recorded(gla_emulated, backward) == modelled(gpu_model.gla_backward(shape))
+
+
 # the design's budgets per fwd+bwd call at B*H = 128, C = M = 64, bf16: launches, and bytes moved over the
 # bytes of the call's own inputs and outputs (per-chunk fp32 states and per-value-tile re-reads make the rest)
-BUDGETS = {"causal": (18, 7.5), "decayed": (16, 8.0)}
+BUDGETS = {"causal": (18, 7.5), "decayed": (16, 8.0), "gla": (16, 9.0)}
 
 
 @pytest.mark.parametrize("op", list(gpu_model.OPS))
@@ -119,6 +137,6 @@ def test_the_floor_is_the_slower_of_memory_and_tensor_cores():
 def test_the_table_is_written(tmp_path, capsys):
     gpu_model.main(["--lengths", "1024", "--dims", "64", "--out", str(tmp_path)])
     written = (tmp_path / "gpu_model.md").read_text()
-    assert "| causal | 128 | 1024 | 64 |" in written and "| decayed | 128 | 1024 | 64 |" in written
+    assert all(f"| {op} | 128 | 1024 | 64 |" in written for op in gpu_model.OPS)
     assert all(gpu in written for gpu in gpu_model.RATES)
     assert written.strip() == capsys.readouterr().out.strip()
