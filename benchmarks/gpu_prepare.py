@@ -12,7 +12,8 @@ The directory holds:
                --cuda`` under ``TORCH_CUDA_ARCH_LIST``), built by an interpreter whose torch is the GPU
                machine's (--torch, with its +cuXXX tag). --python names one; without it a virtual environment
                in <out>/.build-venv (the system's packages visible, torch replaced) installs that torch
-               from --index-url (default: download.pytorch.org's index for the tag). nvcc must be installed
+               from PyPI (whose Linux wheels are CUDA builds) or --index-url (e.g.
+               https://download.pytorch.org/whl/cu130); the build stops if its torch.__version__ differs. nvcc must be installed
                and match the tag's CUDA major version; no GPU is needed.
   bundle.json  what was prepared: torch, arch, Python, packages.
 On the GPU machine, ``benchmarks/gpu_run.sh <out>`` installs the wheels, loads the op and runs the GPU tests,
@@ -44,7 +45,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--python", help="an interpreter with the GPU machine's torch (default: a build venv)")
     parser.add_argument("--python-version", default=f"{sys.version_info.major}.{sys.version_info.minor}",
                         help="the GPU machine's Python, for pip download (default: this one's)")
-    parser.add_argument("--index-url", help="where the build venv gets torch (default: download.pytorch.org/whl/cuXXX)")
+    parser.add_argument("--index-url", help="where the build venv gets torch (default: PyPI)")
     parser.add_argument("--package", nargs="+", default=list(PACKAGES), help="packages to fetch as wheels")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, write nothing")
     args = parser.parse_args(argv)
@@ -67,7 +68,6 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def plan(args: argparse.Namespace) -> list[tuple[list[str], dict[str, str]]]:
     """The commands that prepare args.out, in order, each with the environment variables it adds."""
     out = args.out.resolve()
-    cuda_tag = TORCH_VERSION.match(args.torch).group(2)
     steps: list[tuple[list[str], dict[str, str]]] = [
         ([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
           args.python_version, "--dest", str(out / "wheels"), *args.package], {}),
@@ -76,11 +76,11 @@ def plan(args: argparse.Namespace) -> list[tuple[list[str], dict[str, str]]]:
     if python is None:
         venv = out / ".build-venv"
         python = str(venv / "bin" / "python")
-        index = args.index_url or f"https://download.pytorch.org/whl/cu{cuda_tag}"
+        index = ["--index-url", args.index_url] if args.index_url else []
         public = args.torch.split("+")[0]
         steps += [
             ([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], {}),
-            ([python, "-m", "pip", "install", f"torch=={public}", "--index-url", index], {}),
+            ([python, "-m", "pip", "install", f"torch=={public}", *index], {}),
         ]
     check = ("import sys, torch; v = torch.__version__; "
              f"sys.exit(None if v == {args.torch!r} else f'build interpreter has torch {{v}}, not {args.torch}')")

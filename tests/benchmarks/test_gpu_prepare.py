@@ -23,9 +23,15 @@ def test_the_dry_run_plans_wheels_a_build_venv_and_the_cuda_build(tmp_path, caps
     lines = [line for line in printed.splitlines() if line.startswith("$ ")]
     assert "pip download" in lines[0] and "--python-version 3.12" in lines[0]
     assert all(package in lines[0] for package in gpu_prepare.PACKAGES)
-    assert "torch==2.11.0 --index-url https://download.pytorch.org/whl/cu130" in printed
+    assert "pip install torch==2.11.0\n" in printed
     assert lines[-1].startswith("$ TORCH_CUDA_ARCH_LIST=9.0 ") and "cuda=True" in lines[-1]
     assert not out.exists()  # a dry run writes nothing
+
+
+def test_another_index_serves_the_build_venv(tmp_path, capsys):
+    gpu_prepare.main(["--out", str(tmp_path / "b"), "--torch", "2.11.0+cu130", "--dry-run",
+                      "--index-url", "https://download.pytorch.org/whl/cu130"])
+    assert "torch==2.11.0 --index-url https://download.pytorch.org/whl/cu130" in capsys.readouterr().out
 
 
 def test_a_given_interpreter_builds_without_a_venv(tmp_path, capsys):
