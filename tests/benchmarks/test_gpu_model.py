@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from benchmarks import gpu_model
 from benchmarks.gpu_model import Shape
@@ -24,12 +25,16 @@ class AtenKernels(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.names: list[str] = []
+        self.bytes = 0  # of every tensor each kernel takes or returns: at least what it reads and writes
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
         name = func.overloadpacket.__name__
         if not func.is_view and name not in {"empty", "empty_strided", "detach", "lift_fresh"}:
             self.names.append(name)
-        return func(*args, **(kwargs or {}))
+            tensors = [t for t in tree_leaves((args, kwargs, out)) if isinstance(t, torch.Tensor)]
+            self.bytes += sum(t.numel() * t.element_size() for t in tensors)
+        return out
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +54,12 @@ def decayed_emulated():
 def gla_emulated():
     headers = [CSRC / "common" / "inputs.h", *cuda_headers("common/cuda", "gla/cuda")]
     return load_emulated("lintf_gla_emulation", CSRC.parent / "tests/ops/gla/cuda_emulated_op.cpp", headers)
+
+
+@pytest.fixture(scope="module")
+def delta_emulated():
+    headers = [CSRC / "common" / "inputs.h", *cuda_headers("common/cuda", "delta/cuda")]
+    return load_emulated("lintf_delta_emulation", CSRC.parent / "tests/ops/delta/cuda_emulated_op.cpp", headers)
 
 
 def recorded(module, call) -> tuple[list[int], list[str]]:
@@ -140,3 +151,24 @@ def test_the_table_is_written(tmp_path, capsys):
     assert all(f"| {op} | 128 | 1024 | 64 |" in written for op in gpu_model.OPS)
     assert all(gpu in written for gpu in gpu_model.RATES)
     assert written.strip() == capsys.readouterr().out.strip()
+
+
+# the gated delta rule's fwd+bwd (not in the model yet): its two sweeps per pass and the ATen work around them,
+# counted on the emulation, with the bytes of every ATen kernel's operands over the call's own inputs and outputs
+DELTA_BUDGET = {"sweeps": 3, "aten kernels": 175, "aten bytes x in/out": 76.0}
+
+
+@pytest.mark.parametrize("n", [128, 320])
+def test_the_gated_delta_rule_stays_within_its_budget(delta_emulated, n):
+    q, k, v, grad = qkv(n, 64, 64)
+    q, k = (torch.nn.functional.normalize(t.float(), dim=-1).bfloat16() for t in (q, k))
+    gen = torch.Generator().manual_seed(2)
+    beta, log_decay = torch.rand(1, 2, n, generator=gen), -0.1 * torch.rand(1, 2, n, generator=gen)
+    delta_emulated.take_launches()
+    with AtenKernels() as aten:
+        out, _ = delta_emulated.forward(q, k, v, beta, log_decay, 0.125, None)
+        grads = delta_emulated.backward(grad, q, k, v, beta, log_decay, 0.125, None, None)
+    io = sum(t.numel() * t.element_size() for t in (q, k, v, beta, log_decay, grad, out, *grads[:5]))
+    assert len(delta_emulated.take_launches()) <= DELTA_BUDGET["sweeps"]
+    assert len(aten.names) <= DELTA_BUDGET["aten kernels"]
+    assert aten.bytes <= DELTA_BUDGET["aten bytes x in/out"] * io, f"{aten.bytes / io:.1f}x in/out"
