@@ -1,6 +1,7 @@
 """A performance model of lintf's chunked CUDA kernels that runs without a GPU: traffic, FLOPs, launches, floors.
 
-    python -m benchmarks.gpu_model [--heads 128] [--lengths 1024 4096 16384] [--dims 64 128] [--out DIR]
+    python -m benchmarks.gpu_model [--heads 128] [--lengths 1024 4096 16384] [--dims 64 128] [--measure cuda]
+        [--out DIR]
 
 For every launch a forward or backward call of an op makes (the chunked kernels of
 ``csrc/<op>/cuda/chunk_launch.cuh`` with the grid ``csrc/common/cuda/chunk_plan.cuh`` plans, and the ATen
@@ -13,14 +14,17 @@ grid sizes, ATen kernels) are checked against the CUDA emulation, which runs the
 rate) over its launches, with each GPU's measured rates (RATES). Ops: the normalised causal product
 (``lintf::causal_product``, as linear attention calls it), the decayed product (``lintf::decayed_product``)
 and gated linear attention (``lintf::gated_linear_attention``), bf16, no initial state; the delta rule's
-kernels are not modelled yet. Writes gpu_model.md to --out (benchmarks/results).
+kernels are not modelled yet. With --measure cuda each row also gets the op's measured fwd+bwd (as a user calls
+it) and its ratio to the floor of the GPU it ran on. Writes gpu_model.md to --out (benchmarks/results).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,13 +229,50 @@ def summary(op: str, s: Shape) -> dict:
     return row
 
 
-def table(rows: list[dict]) -> list[str]:
+def measured_seconds(op: str, s: Shape, device: str, repeats: int = 10) -> float:
+    """Median seconds of one fwd+bwd of the op as a user calls it (value checks included), after 3 warm-ups.
+
+    bf16 on CUDA, fp32 elsewhere; q, k positive (feature-mapped), decays and gates in (0, 1).
+    """
+    import torch
+
+    from lintf.ops import causal_linear_attention, decayed_dot_product, gated_linear_attention
+
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    gen = torch.Generator(device=device).manual_seed(0)
+    q, k, v = (torch.rand(1, s.heads, s.n, d, generator=gen, device=device).to(dtype).requires_grad_()
+               for d in (s.c, s.c, s.m))
+    grad = torch.randn(1, s.heads, s.n, s.m, generator=gen, device=device).to(dtype)
+    log_decay = -0.1 * torch.rand(1, s.heads, s.n, generator=gen, device=device)
+    log_gate = -0.1 * torch.rand(1, s.heads, s.n, s.c, generator=gen, device=device)
+    calls = {"causal": lambda: causal_linear_attention(q, k, v),
+             "decayed": lambda: decayed_dot_product(q, k, v, log_decay),
+             "gla": lambda: gated_linear_attention(q, k, v, log_gate)}
+    times = []
+    for step in range(3 + repeats):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        calls[op]().backward(grad)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if step >= 3:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def table(rows: list[dict], measured_on: str | None) -> list[str]:
     gpus = list(RATES)
     heads = " | ".join(f"floor {g} (ms)" for g in gpus)
-    lines = [f"| op | B*H | N | C = M | launches | GB moved | x in/out | GFLOP | {heads} |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(gpus)]
+    more = f" measured on {measured_on} (ms) | x floor |" if measured_on else ""
+    lines = [f"| op | B*H | N | C = M | launches | GB moved | x in/out | GFLOP | {heads} |{more}",
+             "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * (len(gpus) + (2 if measured_on else 0))]
+    floor_of = next((g for g in gpus if measured_on and g.split()[0] in measured_on), None)
     for r in rows:
         floors = " | ".join(f"{r[g] * 1e3:.3f}" for g in gpus)
+        if measured_on:
+            ratio = f"{r['measured'] / r[floor_of]:.1f}" if floor_of else "-"
+            floors += f" | {r['measured'] * 1e3:.3f} | {ratio}"
         lines.append(f"| {r['op']} | {r['heads']} | {r['n']} | {r['c']} | {r['launches']} | {r['bytes'] / 1e9:.3f} | "
                      f"{r['bytes'] / r['io_bytes']:.1f} | {r['flops'] / 1e9:.1f} | {floors} |")
     return lines
@@ -243,11 +284,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384])
     parser.add_argument("--dims", type=int, nargs="+", default=[64, 128], help="C = M")
     parser.add_argument("--out", type=Path, default=RESULTS, help="directory for gpu_model.md")
+    parser.add_argument("--measure", choices=["cuda", "cpu"], help="also time each row's fwd+bwd on this device")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    measured_on = _device_name(parser, args.measure)
     for name, values in (("--heads", args.heads), ("--lengths", args.lengths), ("--dims", args.dims)):
         if any(v < 1 for v in values):
             parser.error(f"{name}: every value must be a positive int, got {values}")
     rows = [summary(op, Shape(h, n, d, d)) for op in OPS for h in args.heads for n in args.lengths for d in args.dims]
+    for row in rows if measured_on else []:
+        row["measured"] = measured_seconds(row["op"], Shape(row["heads"], row["n"], row["c"], row["c"]), args.measure)
     rates = "; ".join(f"{g}: {r['bandwidth'] / 1e12:.1f} TB/s, {r['tensor'] / 1e12:.0f} TFLOP/s"
                       for g, r in RATES.items())
     lines = [
@@ -256,11 +301,22 @@ def main(argv: list[str] | None = None) -> None:
         f"Rates (measured: device-to-device copy, 8192^3 bf16 matmul on random data): {rates}.",
         "GB moved: global-memory bytes read + written by every launch; x in/out: that over the bytes of q, k, v, "
         "out and their gradients (the fwd+bwd's own inputs and outputs); floor: the sum over launches of "
-        "max(bytes / bandwidth, FLOPs / tensor-core rate).", "", *table(rows),
+        "max(bytes / bandwidth, FLOPs / tensor-core rate).", "", *table(rows, measured_on),
     ]
     print("\n".join(lines))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gpu_model.md").write_text("\n".join(lines) + "\n")
+
+
+def _device_name(parser: argparse.ArgumentParser, device: str | None) -> str | None:
+    """The name of the device --measure times on (torch's for a GPU), or None without --measure."""
+    if device is None:
+        return None
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        parser.error("--measure cuda: no CUDA device is visible to torch here; the model itself needs none")
+    return torch.cuda.get_device_name() if device == "cuda" else "cpu"
 
 
 if __name__ == "__main__":

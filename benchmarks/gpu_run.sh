@@ -7,8 +7,9 @@
 # from the repository root. Installs BUNDLE/wheels with pip (no index), loads the op BUNDLE/op was built
 # into (LINTF_EXTENSION_DIR) when its torch is this machine's (else the first CUDA call builds it, minutes
 # with nvcc), then runs three stages, each under its share of SECONDS (default 480): the GPU tests (45%),
-# the kernel grid of the causal, decayed, GLA and gated delta ops at B*H = 128, C = M = 64, bf16 (25%), and
-# benchmarks.training_gpu in bf16-mixed (25%). Results go to benchmarks/results/: gpu_tests.log, the grid's
+# the performance model beside measured times (benchmarks.gpu_model --measure cuda) and the kernel grid of the
+# causal, decayed, GLA and gated delta ops at B*H = 128, C = M = 64, bf16 (25%), and benchmarks.training_gpu
+# in bf16-mixed (25%). Results go to benchmarks/results/: gpu_tests.log, gpu_model.md, the grid's
 # *_gpu.{md,json}, training_gpu.{md,json}. A stage that fails or runs out of time is reported and the run
 # goes on; the exit status is 0 only when every stage passed (2: bad arguments, 3: no GPU here).
 set -uo pipefail
@@ -61,7 +62,8 @@ stage "GPU tests" 45 bash -c "python -m pytest -q -rfE -m gpu -p no:cacheprovide
     tests/ops/decayed/test_cuda.py tests/ops/gla/test_cuda.py tests/ops/delta/test_cuda.py \
     tests/ops/causal/test_cuda_kernels.py 2>&1 | tee $results/gpu_tests.log; exit \${PIPESTATUS[0]}"
 grid=(--heads 128 --lengths 2048 4096 16384 --dims 64 --dtypes bf16 --repeats 10 --out "$results")
-stage "kernel grid" 25 bash -c "python -m benchmarks.causal_product_gpu ${grid[*]} --no-crossover --impls SDPA 'FLA chunk' \
+stage "kernel grid" 25 bash -c "python -m benchmarks.gpu_model --measure cuda --lengths 2048 4096 16384 --out $results \
+    && python -m benchmarks.causal_product_gpu ${grid[*]} --no-crossover --impls SDPA 'FLA chunk' \
     && python -m benchmarks.decayed_product_gpu ${grid[*]} --impls FLA && python -m benchmarks.gla_gpu ${grid[*]} --impls FLA \
     && python -m benchmarks.delta_rule_gpu ${grid[*]} --impls FLA"
 stage "training benchmark" 25 python -m benchmarks.training_gpu --lengths 2048 8192 --precisions bf16-mixed \

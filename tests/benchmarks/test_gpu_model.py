@@ -153,6 +153,22 @@ def test_the_table_is_written(tmp_path, capsys):
     assert written.strip() == capsys.readouterr().out.strip()
 
 
+def test_measured_rows_sit_beside_the_model(tmp_path, capsys):
+    """--measure times each row's op as a user calls it (here on the CPU, where no floor applies)."""
+    gpu_model.main(["--heads", "2", "--lengths", "64", "--dims", "16", "--measure", "cpu", "--out", str(tmp_path)])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| causal")]
+    cells = rows[0].strip("|").split("|")
+    assert "measured on cpu (ms)" in (tmp_path / "gpu_model.md").read_text()
+    assert float(cells[-2]) > 0 and cells[-1].strip() == "-"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")
+def test_measuring_on_a_missing_gpu_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exited:
+        gpu_model.main(["--measure", "cuda", "--out", str(tmp_path)])
+    assert exited.value.code == 2 and "no CUDA device is visible" in capsys.readouterr().err
+
+
 # the gated delta rule's fwd+bwd (not in the model yet): its two sweeps per pass and the ATen work around them,
 # counted on the emulation, with the bytes of every ATen kernel's operands over the call's own inputs and outputs
 DELTA_BUDGET = {"sweeps": 3, "aten kernels": 175, "aten bytes x in/out": 76.0}
