@@ -1,4 +1,8 @@
-"""Checks of the ops' arguments: a ValueError naming the value and what is allowed."""
+"""Checks of the ops' arguments: a ValueError naming the value and what is allowed.
+
+Checks of values (gates, decays, delta-rule steps) read nothing back on a GPU: there they are device-side
+assertions (``check_range``), so a training step never waits for the device.
+"""
 
 from __future__ import annotations
 
