@@ -13,8 +13,9 @@ The directory holds:
                machine's (--torch, with its +cuXXX tag). --python names one; without it a virtual environment
                in <out>/.build-venv (the system's packages visible, torch replaced) installs that torch
                from PyPI (whose Linux wheels are CUDA builds) or --index-url (e.g.
-               https://download.pytorch.org/whl/cu130); the build stops if its torch.__version__ differs. nvcc must be installed
-               and match the tag's CUDA major version; no GPU is needed.
+               https://download.pytorch.org/whl/cu130); the build stops if its torch.__version__ differs.
+               nvcc must be installed and match the tag's CUDA major version (--cuda-home: the toolkit); no
+               GPU is needed.
   bundle.json  what was prepared: torch, arch, Python, packages.
 On the GPU machine, ``benchmarks/gpu_run.sh <out>`` installs the wheels, loads the op and runs the GPU tests,
 the kernel grid and the training benchmark. --dry-run prints the commands and writes nothing.
@@ -27,6 +28,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +49,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         help="the GPU machine's Python, for pip download (default: this one's)")
     parser.add_argument("--index-url", help="where the build venv gets torch (default: PyPI)")
     parser.add_argument("--package", nargs="+", default=list(PACKAGES), help="packages to fetch as wheels")
+    parser.add_argument("--cuda-home", type=Path, default=cuda_home(),
+                        help="the CUDA toolkit the build links (default: $CUDA_HOME, else one with lib64/libcudart.so)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, write nothing")
     args = parser.parse_args(argv)
     if not TORCH_VERSION.match(args.torch):
@@ -60,9 +64,24 @@ def parse(argv: list[str]) -> argparse.Namespace:
         parser.error(f"--python-version: {args.python_version!r} is not a Python 3 version such as 3.11")
     if args.python is not None and not Path(args.python).is_file():
         parser.error(f"--python: {args.python} is not a file; give the interpreter whose torch is {args.torch}")
+    if args.cuda_home is None or not (args.cuda_home / "lib64" / "libcudart.so").exists():
+        parser.error(f"--cuda-home: {args.cuda_home} holds no lib64/libcudart.so; give the CUDA toolkit's directory "
+                     "(the one with bin/nvcc and lib64/)")
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out: {args.out} is a file; give a directory (created if missing)")
     return args
+
+
+def cuda_home() -> Path | None:
+    """$CUDA_HOME, else the first toolkit holding lib64/libcudart.so: /usr/local/cuda or the one above nvcc.
+
+    torch guesses the directory above nvcc, which is wrong where nvcc is linked into /usr/local/bin.
+    """
+    if os.environ.get("CUDA_HOME"):
+        return Path(os.environ["CUDA_HOME"])
+    nvcc = shutil.which("nvcc")
+    candidates = [Path("/usr/local/cuda")] + ([Path(nvcc).resolve().parent.parent] if nvcc else [])
+    return next((c for c in candidates if (c / "lib64" / "libcudart.so").exists()), None)
 
 
 def plan(args: argparse.Namespace) -> list[tuple[list[str], dict[str, str]]]:
@@ -86,7 +105,7 @@ def plan(args: argparse.Namespace) -> list[tuple[list[str], dict[str, str]]]:
              f"sys.exit(None if v == {args.torch!r} else f'build interpreter has torch {{v}}, not {args.torch}')")
     build = ("from pathlib import Path; from lintf.ops.extension.build import build; "
              f"build(Path({str(out / 'op')!r}), cuda=True)")
-    env = {"TORCH_CUDA_ARCH_LIST": ";".join(args.arch), "PYTHONPATH": str(REPO)}
+    env = {"TORCH_CUDA_ARCH_LIST": ";".join(args.arch), "CUDA_HOME": str(args.cuda_home), "PYTHONPATH": str(REPO)}
     steps += [([python, "-c", check], {}), ([python, "-c", build], env)]
     return steps
 
