@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lintf.ops.common.arguments import values_readable
+from lintf.ops.common.arguments import check_range
 from lintf.ops.common.dtypes import accumulation_dtype
 
 
@@ -24,7 +24,7 @@ def decayed_cumsum(x: Tensor, log_decay: Tensor) -> Tensor:
 
     Args:
         x: (B, H, N, ...) float terms.
-        log_decay: log-decays <= 0 (checked where ``values_readable``), broadcastable to ``x`` with its own N in
+        log_decay: log-decays <= 0 (``check_range``: on a GPU a device-side assertion), broadcastable to ``x`` with its own N in
             dim 2.
 
     Returns:
@@ -37,10 +37,7 @@ def decayed_cumsum(x: Tensor, log_decay: Tensor) -> Tensor:
         )
     if any(d not in (1, n) for d, n in zip(log_decay.shape, x.shape)):
         raise ValueError(f"decayed cumsum: log_decay {tuple(log_decay.shape)} must broadcast to x {tuple(x.shape)}")
-    if values_readable(log_decay) and bool((log_decay > 0).any()):
-        raise ValueError(
-            f"decayed cumsum: log_decay must be <= 0 (decays in (0, 1]), got a maximum of {log_decay.max().item():g}"
-        )
+    check_range("decayed cumsum", "log_decay", log_decay, None, 0.0, "<= 0 (decays in (0, 1])")
     acc = accumulation_dtype(x.dtype)
     with torch.autocast(x.device.type, enabled=False):
         sums, decay = x.to(acc), torch.exp(log_decay.to(acc))

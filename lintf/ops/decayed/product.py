@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lintf.ops.causal.state import LinearAttentionState, check_state
-from lintf.ops.common.arguments import check_eps, values_readable
+from lintf.ops.common.arguments import check_eps, check_range
 from lintf.ops.common.dtypes import accumulation_dtype
 from lintf.ops.decayed import compiled
 from lintf.ops.decayed.chunked import DEFAULT_CHUNK_SIZE, decayed_product_chunked
@@ -62,26 +62,12 @@ def check_decayed_inputs(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, ini
             f"decayed product: log_decay must be a float tensor (B, H, N) = {tuple(q.shape[:3])}, got shape "
             f"{tuple(log_decay.shape)}, dtype {log_decay.dtype}"
         )
-    check_log_decay_values(log_decay)
+    check_range("decayed product", "log_decay", log_decay, None, 0.0, "<= 0 (decays in (0, 1])")
     expected_state = (*q.shape[:2], q.shape[3], v.shape[3])
     if initial_state is not None and tuple(initial_state.shape) != expected_state:
         raise ValueError(
             f"decayed product: initial_state must be (B, H, C, M) = {expected_state}, got "
             f"{tuple(initial_state.shape)}"
-        )
-
-
-def check_log_decay_values(log_decay: Tensor) -> None:
-    """Raise ValueError naming the largest log-decay if one is above 0.
-
-    Left out where the values cannot be read back (``values_readable``: while torch.compile traces and
-    while a CUDA graph is being captured).
-    """
-    if not values_readable(log_decay):
-        return
-    if bool((log_decay > 0).any()):
-        raise ValueError(
-            f"decayed product: log_decay must be <= 0 (decays in (0, 1]), got a maximum of {log_decay.max().item():g}"
         )
 
 

@@ -2,8 +2,8 @@
 
 q, k (B, H, N, C) and v (B, H, N, M) of one float dtype and device, the scale, and autocast: under
 autocast the ops run in the autocast dtype (like a matmul; fp64 inputs stay fp64) and accumulate in
-fp32. Every check raises a ValueError naming the tensor, its shape and the one expected. Checks that
-read tensor values run eagerly only: ``torch.compile`` traces the shape checks.
+fp32. Every check raises a ValueError naming the tensor, its shape and the one expected. The value
+checks (ranges of gates and steps) are ``lintf.ops.common.arguments.check_range``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import sys
 import torch
 from torch import Tensor
 
-from lintf.ops.common.arguments import values_readable
 from lintf.ops.common.dtypes import autocast_enabled
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -65,18 +64,6 @@ def check_per_position(owner: str, name: str, tensor: object, q: Tensor, feature
         raise ValueError(
             f"{owner}: {name} must be a float tensor {layout} = {shape} on {q.device}, got shape "
             f"{tuple(tensor.shape)}, dtype {tensor.dtype} on {tensor.device}"
-        )
-
-
-def check_range(owner: str, name: str, tensor: Tensor, low: float | None, high: float, allowed: str) -> None:
-    """Raise ValueError if a value of ``tensor`` lies outside [low, high] (skipped where ``values_readable`` says no)."""
-    if not values_readable(tensor):
-        return
-    above = bool((tensor > high).any())
-    if above or (low is not None and bool((tensor < low).any())):
-        raise ValueError(
-            f"{owner}: {name} must be {allowed}, got values from {tensor.min().item():g} to {tensor.max().item():g} "
-            f"(shape {tuple(tensor.shape)})"
         )
 
 

@@ -30,7 +30,8 @@ from torch import Tensor
 
 from lintf.ops.common.dtypes import accumulation_dtype
 from lintf.ops.delta import compiled
-from lintf.ops.delta.arguments import autocast_inputs, check_per_position, check_qkv, check_range, resolve_scale
+from lintf.ops.common.arguments import check_range
+from lintf.ops.delta.arguments import autocast_inputs, check_per_position, check_qkv, resolve_scale
 from lintf.ops.delta.chunked import delta_rule_chunked
 from lintf.ops.delta.state import check_matrix_state
 

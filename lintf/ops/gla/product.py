@@ -23,8 +23,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from lintf.ops.common.arguments import check_range
 from lintf.ops.common.dtypes import accumulation_dtype
-from lintf.ops.delta.arguments import autocast_inputs, check_per_position, check_qkv, check_range, resolve_scale
+from lintf.ops.delta.arguments import autocast_inputs, check_per_position, check_qkv, resolve_scale
 from lintf.ops.delta.state import check_matrix_state
 from lintf.ops.gla import compiled
 from lintf.ops.gla.chunked import gla_chunked

@@ -1,8 +1,7 @@
 """The ops' checks of input values (log-decays, gates, delta-rule steps) and when they may read values back.
 
-A check that reads a value back makes the host wait for the device; ``values_readable`` leaves it out
-where that cannot happen (torch.compile tracing, CUDA-graph capture, tested on a GPU in
-test_cuda_graphs.py) and keeps it everywhere else, for every op that checks values.
+On the CPU a value out of range is a ValueError naming it; on a GPU a device-side assertion
+(test_host_syncs.py); ``values_checked`` leaves the check out while torch.compile traces.
 """
 
 from __future__ import annotations
@@ -11,22 +10,22 @@ import pytest
 import torch
 
 from lintf.ops import decayed_dot_product, decayed_linear_attention, delta_rule, gated_linear_attention
-from lintf.ops.common.arguments import values_readable
+from lintf.ops.common.arguments import values_checked
 from lintf.ops.decayed.cumsum import decayed_cumsum
 
 
-def test_values_are_readable_eagerly_and_not_while_compiling():
+def test_values_are_checked_eagerly_and_not_while_compiling():
     seen = []
 
     def probe(x: torch.Tensor) -> torch.Tensor:
-        seen.append(values_readable(x))
+        seen.append(values_checked(x))
         return x + 1
 
     x = torch.zeros(3)
     probe(x)
     torch.compile(probe, fullgraph=True, backend="eager")(x)
     assert seen == [True, False]
-    assert not values_readable(torch.zeros(0))
+    assert not values_checked(torch.zeros(0))
 
 
 def calls_with_a_positive_value(n: int = 4, c: int = 3) -> dict:

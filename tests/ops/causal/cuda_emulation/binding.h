@@ -6,6 +6,7 @@
 #include <torch/extension.h>
 
 #include <optional>
+#include <tuple>
 #include <vector>
 
 namespace lintf {
@@ -28,7 +29,7 @@ lintf::chunk::Dims dims_for(Plan plan, const at::Tensor& q, const at::Tensor& v)
   return *dims;
 }
 
-// Adds plan(q, v) -> (cp, mt, chunks, value_tiles), seed(seed) (the emulated threads' order) and
+// Adds plan(q, v) -> (cp, mt, chunks, value_tiles), take_launches(), seed(seed) (the emulated threads' order) and
 // set_shared_bytes(bytes) (the shared memory per block the emulated GPU reports) to m.
 template <typename Plan>
 void bind_plan_and_seed(pybind11::module& m, Plan plan) {
@@ -39,6 +40,15 @@ void bind_plan_and_seed(pybind11::module& m, Plan plan) {
         return std::vector<int64_t>{d.cp, d.mt, d.chunks, d.value_tiles};
       },
       "cp, mt, chunks, value_tiles");
+  m.def(
+      "take_launches",
+      [] {
+        std::vector<std::tuple<int64_t, int, size_t>> taken;
+        for (const auto& l : launches) taken.emplace_back(l.blocks, l.threads, l.shared_bytes);
+        launches.clear();
+        return taken;
+      },
+      "(blocks, threads, shared bytes) of every kernel launch since the last call, in order");
   m.def("seed", [](uint32_t seed) { scheduler.random.seed(seed); }, "order of the emulated threads");
   m.def("set_shared_bytes", [](size_t bytes) { reported_shared_bytes = bytes; },
         "the per-block shared memory the emulated GPU reports (planning only)");

@@ -131,6 +131,14 @@ inline void run_block(unsigned threads) {
 }
 
 // Runs body (one kernel call) as `blocks` blocks of `threads` threads over the given shared memory.
+// One kernel launch as the host code made it: what benchmarks.gpu_model's launch plans are checked against.
+struct Launch {
+  int64_t blocks;
+  int threads;
+  size_t shared_bytes;
+};
+inline std::vector<Launch> launches;  // every launch since the op module's take_launches()
+
 inline void run_grid(int64_t blocks, unsigned threads, unsigned char* shared, size_t bytes,
                      const std::function<void()>& body) {
   scheduler.body = &body;
@@ -185,6 +193,7 @@ void launch(void (*kernel)(Params...), int64_t blocks, int threads, size_t bytes
     std::fprintf(stderr, "cuda emulation: %zu bytes of shared memory requested\n", bytes);
     std::abort();
   }
+  lintf_emulation::launches.push_back({blocks, threads, bytes});
   const std::function<void()> body = [&] { kernel(args...); };
   lintf_emulation::run_grid(blocks, static_cast<unsigned>(threads), smem, std::max<size_t>(bytes, 1), body);
 }
