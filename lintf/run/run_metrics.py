@@ -36,13 +36,17 @@ def is_run(directory: str) -> bool:
 
 
 def run_directory(path: str) -> str | None:
-    """The run that ``path`` names: itself, or the run holding it (a checkpoint, its ``checkpoints/``); else None."""
+    """The run that ``path`` names: itself, or the run of a checkpoint (or of its ``checkpoints/``); else None."""
     path = os.path.abspath(path)
-    for candidate in (path, os.path.dirname(path), os.path.dirname(os.path.dirname(path))):
-        if is_run(candidate) and (candidate == path or path.startswith(
-                os.path.join(candidate, CHECKPOINTS_DIRECTORY))):
-            return candidate
-    return None
+    if is_run(path):
+        return path
+    if os.path.basename(path) == CHECKPOINTS_DIRECTORY:
+        candidate = os.path.dirname(path)
+    elif os.path.basename(os.path.dirname(path)) == CHECKPOINTS_DIRECTORY:
+        candidate = os.path.dirname(os.path.dirname(path))
+    else:
+        return None
+    return candidate if is_run(candidate) else None
 
 
 def tensorboard_curves(directory: str) -> Curves:
