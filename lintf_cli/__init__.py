@@ -38,14 +38,13 @@ SHIPPED_EXTENSIONS = {
     ),
 }
 """The subcommands that each extension entry point installed with lintf registers (``lintf.asr.extension``)."""
-HELP = ("-h", "--help")
 
 
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``lintf`` console script: the listing of subcommands here, anything else by lintf.run.cli."""
     argv = sys.argv[1:] if args is None else list(args)
-    listing = subcommand_listing() if (argv == [] or argv[:1] in ([HELP[0]], [HELP[1]])) and len(argv) <= 1 and \
-        not os.environ.get("LINTF_DEBUG") else None
+    listed = argv in ([], ["-h"], ["--help"]) and not os.environ.get("LINTF_DEBUG")  # DEBUG: the full parser's traces
+    listing = subcommand_listing() if listed else None
     if listing is None:
         from lintf.run.cli import main as run_main
 
