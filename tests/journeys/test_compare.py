@@ -108,19 +108,21 @@ def test_one_run_is_plotted_into_compare_png_by_default(tmp_path):
     assert png_size(tmp_path / "compare.png") == figure_pixels(1)
 
 
-@pytest.mark.parametrize("case", ["missing", "not a run", "no metrics", "no run"])
+@pytest.mark.parametrize("case", ["missing", "not a run", "no metrics", "no run", "nothing shared"])
 def test_what_is_not_a_run_with_metrics_is_refused_in_one_paragraph(tmp_path, case):
     tensorboard_run(tmp_path / "good", "linear", curves(3, "val/loss"))
     (tmp_path / "empty").mkdir()
     (tmp_path / "fresh").mkdir()
     write_config(tmp_path / "fresh", "linear")
+    csv_run(tmp_path / "other", "softmax", curves(4, "train/loss"))
     args = {"missing": ["good", "nowhere"], "not a run": ["good", "empty"], "no metrics": ["good", "fresh"],
-            "no run": []}[case]
+            "no run": [], "nothing shared": ["good", "other"]}[case]
     done = lintf(*args, cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     err = done.stderr.strip()
     assert len(err.splitlines()) == 1 and err.startswith("lintf compare: error:") and "Traceback" not in err, err
     expected = {"missing": "nowhere does not exist", "not a run": "empty is not a run",
-                "no metrics": "run fresh has no metrics", "no run": "runs"}[case]
+                "no metrics": "run fresh has no metrics", "no run": "runs",
+                "nothing shared": "share no metric to plot: good logged val/loss; other logged train/loss"}[case]
     assert expected in err
     assert not (tmp_path / "compare.png").exists()
