@@ -21,6 +21,8 @@ checkpoint layout version, which the tasks use too, live beneath both in ``lintf
     logger_placement.py    where the loggers write: under the run root, or into the run of ``--ckpt_path``
     run_config.py          a checkpoint's run supplies its config.yaml (test/predict) and names its plugins
     schedule_steps.py      a step schedule sized to the run: follows max_steps, a new cycle to train on
+    run_metrics.py         what a run logged (TensorBoard events, metrics.csv) and its config.yaml's settings
+    compare.py             ``lintf compare``: runs' curves in one PNG, a table of their final metrics
     loggers.py             TensorBoard and CSV with reserved versions, W&B that never blocks, quiet console
     callbacks/             last/best checkpoints, saved configs, predictions, samples, divergence stop
 

@@ -77,6 +77,8 @@ CORE_COMMANDS = (
     Command("generate", "Generate text, copies or images from a checkpoint.", "lintf.generation.command:generate"),
     Command("export", "Write a checkpoint as a Hugging Face model directory.", "lintf.generation.export:export",
             requires=("transformers", "safetensors"), missing='pip install "lintf[hf]"'),
+    Command("compare", "Plot runs' curves together; table their final metrics.", "lintf.run.compare:compare",
+            requires=("matplotlib",), missing="`lintf compare` draws with matplotlib: pip install matplotlib"),
 )
 _registered: dict[str, Command] = {}
 
@@ -211,7 +213,8 @@ def add_function_options(parser: CommandParser, function: Callable[..., Any]) ->
         element, nargs = repeated(hint)
         if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
             del options["dest"]
-            parser.add_argument(name, type=hint, **({"nargs": "?"} if "default" in options else {}), **options)
+            nargs = nargs or ("?" if "default" in options else None)
+            parser.add_argument(name, type=element or hint, **({"nargs": nargs} if nargs else {}), **options)
         elif is_flag(hint):
             parser.add_argument(option, action=ActionYesNo(no_prefix="no-"), **options)
         elif nargs is not None:  # jsonargparse validates values of several items as lists

@@ -107,6 +107,25 @@ def test_bad_input_to_a_command_is_one_paragraph(args, expected, capsys):
     assert len(err.splitlines()) == 1 and "Traceback" not in err
 
 
+def several(paths: list[str], /, output: str = "out.png") -> dict:
+    """Take paths.
+
+    Args:
+        paths: one or more paths.
+        output: a file.
+    """
+    return {"paths": paths, "output": output}
+
+
+def test_a_positional_list_takes_one_or_more_values(capsys):
+    assert run_function(several, ["a", "b", "--output", "c"], "lintf several") == {"paths": ["a", "b"], "output": "c"}
+    assert run_function(several, ["a"], "lintf several") == {"paths": ["a"], "output": "out.png"}
+    with pytest.raises(SystemExit) as exit_info:
+        run_function(several, [], "lintf several")
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "required: paths" in err and len(err.splitlines()) == 1, err
+
+
 def test_a_group_lists_its_subcommands_by_their_first_line(capsys):
     with pytest.raises(SystemExit):
         main(["checkpoint", "--help"])

@@ -1,0 +1,5 @@
+"""``python -m lintf_cli``: the ``lintf`` console script."""
+
+from lintf_cli import main
+
+main()
