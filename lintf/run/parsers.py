@@ -28,7 +28,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 from lintf.names import import_class
 
 NOISE = re.compile(
-    r"^(Does not validate against any of the|Subtypes:|Errors:|Expected a <class '\w+'>|Given value|"
+    r"^(Does not validate against any of the|Subtypes:|Errors:|Expected a <class '(?:NoneType|list)'>|Given value|"
     r"Parser key \"|Problem with given class_path|tip: )"
 )
 NOT_OF_TYPE = re.compile(r"^Not of type \w+: ")
