@@ -63,6 +63,15 @@ def data_for(root: Path, config: str) -> list[str]:
     return make(root, config)
 
 
+def tiny_model(config: str) -> list[str]:
+    """TINY_MODEL, with as many layers as a hybrid stack's pattern has entries."""
+    encoder = yaml.safe_load((REPO / "configs" / config).read_text())["model"].get("init_args", {}).get("encoder", {})
+    pattern = encoder.get("attention")
+    if not isinstance(pattern, list):
+        return TINY_MODEL
+    return [*TINY_MODEL[:2], "--model.encoder.n_layers", str(len(pattern)), *TINY_MODEL[4:]]
+
+
 def test_every_experiment_has_data_here():
     assert "stream_lm.yaml" in EXPERIMENTS and "copy.yaml" in EXPERIMENTS
     assert all(sum(config.startswith(prefix) for prefix in DATA) == 1 for config in EXPERIMENTS)
@@ -73,7 +82,7 @@ def test_every_experiment_has_data_here():
 def test_predict_from_the_last_checkpoint_writes_predictions(config, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WANDB_MODE", "offline")
-    base = ["--config", str(REPO / "configs" / config), *TINY_MODEL, *data_for(tmp_path, config),
+    base = ["--config", str(REPO / "configs" / config), *tiny_model(config), *data_for(tmp_path, config),
             *quiet_trainer(tmp_path), "--trainer.limit_val_batches", "1"]
     fitted = run(["fit", *base, "--trainer.max_steps", "1"])
     assert fitted.trainer.global_step == 1
