@@ -1,7 +1,8 @@
 """Run directories: one per experiment, shared by its config, logs, checkpoints, predictions and samples.
 
 ``run_directory(trainer)`` is where a run's files go (its first logger's ``save_dir/name/version``).
-A new run gets a new one. Lightning picks ``version_N`` as one past the highest existing directory,
+A new run gets a new one, ``<root>/lightning_logs/<run name>/version_N``, its name saying what the
+run is (``run_names``: ``copy-linear``, ``stream_lm-gated_delta_net+local-mytext``), a counter per name. Lightning picks ``version_N`` as one past the highest existing directory,
 so two runs started together both choose the same N and write their events, configs and checkpoints
 into one directory. Here a version is reserved by creating its directory atomically (``mkdir`` fails
 if another run got there first, and the next number is tried): by the default TensorBoard logger
@@ -38,19 +39,27 @@ def reserve_version(parent: str, version: int = 0) -> int:
             version += 1
 
 
-def reserve_run_directory(root: str) -> str:
-    """A new ``root/lightning_logs/version_N`` for a run without a logger, created by this call."""
-    parent = os.path.join(root, RUNS_DIRECTORY)
+def runs_of(name: str | None) -> str:
+    """The folder under the run root that holds the runs called ``name``: ``lightning_logs/<name>``."""
+    return os.path.join(RUNS_DIRECTORY, name) if name else RUNS_DIRECTORY
+
+
+def reserve_run_directory(root: str, name: str | None = None) -> str:
+    """A new ``root/lightning_logs/<name>/version_N`` for a run without a logger, created by this call."""
+    parent = os.path.join(root, runs_of(name))
     return os.path.join(parent, f"version_{reserve_version(parent)}")
 
 
 def discard_unused_run_directory(directory: str | None) -> None:
-    """Remove ``directory`` (a run directory this process reserved) if the run wrote no checkpoint into it."""
+    """Remove ``directory`` (a run directory this process reserved) if the run wrote no checkpoint into it,
+    and the folders above it up to ``lightning_logs/`` that it leaves empty."""
     if directory and os.path.isdir(directory) and not any(Path(directory).rglob("*.ckpt")):
         shutil.rmtree(directory, ignore_errors=True)
-        parent = os.path.dirname(directory)
-        if not os.listdir(parent):  # lightning_logs/ itself, if this run made it and nothing else is there
-            os.rmdir(parent)
+        parent = os.path.dirname(os.path.abspath(directory))
+        while os.path.isdir(parent) and not os.listdir(parent) and RUNS_DIRECTORY in (
+                os.path.basename(parent), os.path.basename(os.path.dirname(parent))):
+            os.rmdir(parent)  # <name>/, then lightning_logs/ itself, if this run made them and nothing else is there
+            parent = os.path.dirname(parent)
 
 
 def run_directory(trainer: Trainer) -> str:
@@ -94,6 +103,14 @@ def split_run_directory(directory: str) -> tuple[str, str, str]:
     """``(save_dir, name, version)`` of a logger whose run directory (``save_dir/name/version``) is ``directory``."""
     parent = os.path.dirname(os.path.abspath(directory))
     return os.path.dirname(parent), os.path.basename(parent), os.path.basename(os.path.abspath(directory))
+
+
+def run_label(directory: str) -> str:
+    """A run's short name: ``copy-linear/version_3`` (its name and version), ``version_3`` in the older layout."""
+    directory = os.path.abspath(directory)
+    parent = os.path.basename(os.path.dirname(directory))
+    version = os.path.basename(directory)
+    return version if parent == RUNS_DIRECTORY or not parent else f"{parent}/{version}"
 
 
 def unused_path(path: str) -> str:

@@ -23,6 +23,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from lintf.layout.directories import discard_unused_run_directory, reserve_run_directory
+from lintf.layout.run_names import config_run_name
 from lintf.names import import_class
 from lintf.ops import check_environment
 from lintf.ops.extension import load_library
@@ -34,6 +35,7 @@ from lintf.run.callbacks.finite_training import NonFiniteError, StopOnNonFinite
 from lintf.run.callbacks.fit_summary import FitSummary
 from lintf.run.callbacks.interrupt import SaveOnInterrupt
 from lintf.run.callbacks.parameter_summary import with_parameter_summary
+from lintf.run.callbacks.progress_bar import with_progress_bar
 from lintf.run.checkpoint_files import CheckpointWriteError, VerifiedCheckpointIO, remove_stale_temporaries
 from lintf.run.checkpoint_search import (LINKED_FROM_DATA, CheckpointError, find_checkpoint, hyperparameter_keys,
                                          model_settings, search_roots, setting_differences)
@@ -201,7 +203,8 @@ class LintfCLI(LightningCLI):
         self.continued_run: str | None = None
         self.new_cycle = False
         self.schedule_notice: str | None = None
-        place_under_root(config.trainer.get("logger"), config.trainer.get("default_root_dir"))
+        self.run_name = config_run_name(config)  # the new run directory's name: lightning_logs/<run name>/version_N
+        place_under_root(config.trainer.get("logger"), config.trainer.get("default_root_dir"), self.run_name)
         if rank_zero_only.rank == 0:
             for path, size in remove_stale_temporaries(search_roots(config)):
                 print(f"lintf: removed {path} ({size / 2**20:.1f} MB), left by a checkpoint save that was killed",
@@ -272,10 +275,12 @@ class LintfCLI(LightningCLI):
         callbacks = [*callbacks, StopOnNonFinite(), CheckScheduleLength(), ValidateAtTheEnd(), SaveOnInterrupt(), FitSummary(),
                      *([StartNewCycle()] if getattr(self, "new_cycle", False) else [])]
         config, callbacks = with_parameter_summary(config, callbacks)  # Lightning's, without FLOPs
+        callbacks = with_progress_bar(config, callbacks)  # the run's name, and steps for a run of max_steps
         root = config.get("default_root_dir") or os.getcwd()
         if config.get("logger") in (None, True) and not config.get("barebones"):
             # Lightning's default logger, except that concurrent runs get distinct version directories.
-            logger = default_logger(root, self.continued_run, self._resumed_step(self.subcommand))
+            logger = default_logger(root, self.continued_run, self._resumed_step(self.subcommand),
+                                    getattr(self, "run_name", None))
             config = {**config, "logger": logger}
         elif config.get("logger") in (False, []) or config.get("barebones"):
             # Without a logger every run still gets a directory of its own (its config and checkpoints); other
@@ -283,7 +288,7 @@ class LintfCLI(LightningCLI):
             if self.continued_run is not None:
                 config = {**config, "default_root_dir": self.continued_run}
             elif rank_zero_only.rank == 0:
-                self.reserved_run_directory = reserve_run_directory(root)
+                self.reserved_run_directory = reserve_run_directory(root, getattr(self, "run_name", None))
                 config = {**config, "default_root_dir": self.reserved_run_directory}
         return super()._instantiate_trainer(config, callbacks)
 

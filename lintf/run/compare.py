@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lintf.layout.directories import run_label
 from lintf.run.commands import CommandError
 from lintf.run.run_metrics import Curves, final_values, run_curves, run_directory, run_settings
 
@@ -67,7 +68,7 @@ def load_run(path: str) -> Run:
     if not curves:
         raise CommandError(f"run {path} has no metrics: neither TensorBoard event files nor a metrics.csv with values "
                            f"in {directory} (a run logs once it has trained --trainer.log_every_n_steps steps)")
-    return Run(directory, os.path.basename(directory), curves, run_settings(directory))
+    return Run(directory, run_label(directory), curves, run_settings(directory))
 
 
 def differing_settings(settings: Sequence[dict[str, Any]]) -> list[str]:
@@ -82,7 +83,7 @@ def setting_text(run: Run, key: str) -> str:
 
 
 def label(run: Run, differing: list[str]) -> str:
-    """The run's name and its values of the differing settings: ``version_1 (encoder.attention=softmax)``."""
+    """The run's name and its values of the differing settings: ``copy-softmax/version_1 (lr=0.01)``."""
     values = [f"{short(key)}={setting_text(run, key)}" for key in differing]
     return f"{run.name} ({', '.join(values)})" if values else run.name
 

@@ -1,8 +1,9 @@
 """Where a command's loggers write: under the run root, or into the run its checkpoint came from.
 
-A command without ``--ckpt_path`` starts a new run directory under ``--trainer.default_root_dir``
-(``<root>/lightning_logs/version_N``; lintf's CSV and W&B loggers that name no ``save_dir`` put their
-files there too). A command given the checkpoint of a run (``<run>/checkpoints/*.ckpt``) continues
+A command without ``--ckpt_path`` starts a new run directory under ``--trainer.default_root_dir``,
+named after what the run is (``<root>/lightning_logs/copy-linear/version_N``, ``lintf.layout.run_names``;
+lintf's CSV and W&B loggers that name no ``save_dir`` put their files there too; a TensorBoard or CSV
+logger given a ``name`` or ``version`` of its own keeps it). A command given the checkpoint of a run (``<run>/checkpoints/*.ckpt``) continues
 that run: ``fit`` resumes its curves and checkpoints, ``validate``, ``test`` and ``predict`` add their
 metrics, predictions and samples to it. TensorBoard and CSV loggers write into the run directory (a
 resumed fit drops the TensorBoard events logged after its checkpoint, so the curves continue without
@@ -26,7 +27,7 @@ from lightning.pytorch.loggers import Logger, TensorBoardLogger
 from lightning.pytorch.loggers import WandbLogger as LightningWandbLogger
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 
-from lintf.layout.directories import RUNS_DIRECTORY, run_directory_of, split_run_directory
+from lintf.layout.directories import RUNS_DIRECTORY, run_directory_of, runs_of, split_run_directory
 from lintf.names import import_class
 from lintf.run.loggers import CSVLogger, ReservedVersionTensorBoardLogger, WandbLogger
 
@@ -43,17 +44,22 @@ def set_arguments(entry: Namespace, **values: Any) -> None:
         entry.init_args[key] = value
 
 
-def place_under_root(logger: Any, root: str | None) -> None:
-    """Give lintf's CSV and W&B loggers that name no ``save_dir`` the run root, where TensorBoard writes.
+def place_under_root(logger: Any, root: str | None, name: str | None = None) -> None:
+    """Give lintf's CSV and W&B loggers that name no ``save_dir`` the run root, where TensorBoard writes, and
+    TensorBoard and CSV loggers that name no run (the default ``name``, no ``version``) the run's ``name``.
 
     Args:
         logger: the parsed ``trainer.logger``, changed in place.
         root: ``trainer.default_root_dir``; None leaves them in the working directory.
+        name: the run's name (``lintf.layout.run_names.run_name``); None keeps ``lightning_logs/version_N``.
     """
-    if root is None:
-        return
     for entry in logger_entries(logger):
         cls = import_class(entry.class_path)
+        unnamed = entry.init_args.get("name") in (None, RUNS_DIRECTORY) and entry.init_args.get("version") is None
+        if name and unnamed and issubclass(cls, (TensorBoardLogger, LightningCSVLogger)):
+            entry.init_args.name = runs_of(name)
+        if root is None:
+            continue
         if entry.init_args.get("save_dir") is None and issubclass(cls, WandbLogger):
             entry.init_args.save_dir = os.path.join(root, RUNS_DIRECTORY)
         elif entry.init_args.get("save_dir") is None and issubclass(cls, CSVLogger):
@@ -95,17 +101,19 @@ def continue_in(logger: Any, directory: str, resumed_step: int | None) -> None:
             set_arguments(entry, save_dir=save_dir, project=name, id=version, version=None)
 
 
-def default_logger(root: str, directory: str | None, resumed_step: int | None) -> Logger:
+def default_logger(root: str, directory: str | None, resumed_step: int | None, name: str | None = None) -> Logger:
     """The logger of a run that configures none: TensorBoard (CSV without tensorboard installed).
 
     Args:
         root: ``trainer.default_root_dir`` (or the working directory), where a new run directory is reserved.
         directory: the existing run directory to write into, or None for a new one.
         resumed_step: as for ``continue_in``.
+        name: the run's name: a new run goes to ``root/lightning_logs/<name>/version_N``.
     """
     has_tensorboard = importlib.util.find_spec("tensorboard") is not None
     if directory is None:
-        location: dict[str, Any] = {"save_dir": os.path.abspath(root), "version": SLURMEnvironment.job_id()}
+        location: dict[str, Any] = {"save_dir": os.path.abspath(root), "name": runs_of(name),
+                                    "version": SLURMEnvironment.job_id()}
     else:
         save_dir, name, version = split_run_directory(directory)
         location = {"save_dir": save_dir, "name": name, "version": version}
