@@ -332,10 +332,10 @@ class LintfCLI(LightningCLI):
         """Say where the run went: its directory and its checkpoints; then what it reached, and how fast."""
         say_run_directory(self.trainer)
         say_checkpoints(self.trainer)
-        summary = next((callback.summary(self.trainer) for callback in self.trainer.callbacks
-                        if isinstance(callback, FitSummary)), None)
-        if summary and self.trainer.is_global_zero:
-            print(summary, flush=True)
+        summaries = [callback.summary(self.trainer) for callback in self.trainer.callbacks
+                     if isinstance(callback, FitSummary) and self.trainer.is_global_zero]
+        if summaries and summaries[0]:
+            print(summaries[0], flush=True)
 
     def instantiate_classes(self) -> None:
         try:

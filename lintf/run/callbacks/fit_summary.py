@@ -1,4 +1,5 @@
-"""The closing line of a ``fit``: steps, time, tokens per second and the last validation's metrics."""
+"""The closing lines of a ``fit``: steps, time, tokens per second and the last validation's metrics; then, for a
+model that writes text, a short sample of it (``fit_sample``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
+
+from lintf.run.callbacks.fit_sample import fit_sample
 
 
 def tokens_in(batch: Any) -> int:
@@ -33,12 +36,14 @@ class FitSummary(Callback):
         self.tokens += tokens_in(batch)
 
     def summary(self, trainer: Trainer) -> str | None:
-        """``fit: 300 steps in 95.2 s, 12900 tokens/s (validation included); val/loss 1.23, ...``, or None."""
+        """``fit: 300 steps in 95.2 s, 12900 tokens/s (validation included); val/loss 1.23, ...``, or None; a text
+        model's sample on a second line. Call on rank 0 only (the sample runs the model)."""
         if not self.start:
             return None
         seconds = max(time.perf_counter() - self.start, 1e-9)
         metrics = [f"{name} {float(value):.4g}" for name, value in sorted(trainer.callback_metrics.items())
                    if name.startswith("val/") and torch.as_tensor(value).numel() == 1]
         speed = f", {self.tokens / seconds:.0f} tokens/s (validation included)" if self.tokens else ""
+        sample = fit_sample(trainer, trainer.lightning_module) if trainer.lightning_module is not None else None
         return (f"fit: {trainer.global_step - self.first_step} steps in {seconds:.1f} s{speed}"
-                + (f"; {', '.join(metrics)}" if metrics else ""))
+                + (f"; {', '.join(metrics)}" if metrics else "") + (f"\n{sample}" if sample else ""))
