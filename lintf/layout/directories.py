@@ -106,11 +106,12 @@ def split_run_directory(directory: str) -> tuple[str, str, str]:
 
 
 def run_label(directory: str) -> str:
-    """A run's short name: ``copy-linear/version_3`` (its name and version), ``version_3`` in the older layout."""
-    directory = os.path.abspath(directory)
-    parent = os.path.basename(os.path.dirname(directory))
-    version = os.path.basename(directory)
-    return version if parent == RUNS_DIRECTORY or not parent else f"{parent}/{version}"
+    """A run's short name: ``copy-linear/version_3`` for ``lightning_logs/copy-linear/version_3``; else the
+    directory's own name (``version_3`` in the older layout ``lightning_logs/version_3``)."""
+    parent = os.path.dirname(os.path.abspath(directory))
+    own = os.path.basename(os.path.abspath(directory))
+    named = os.path.basename(os.path.dirname(parent)) == RUNS_DIRECTORY
+    return f"{os.path.basename(parent)}/{own}" if named else own
 
 
 def unused_path(path: str) -> str:

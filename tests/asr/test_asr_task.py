@@ -131,7 +131,7 @@ def test_checkpoint_gives_the_architecture_and_the_command_line_the_decoder(corp
     assert fitted.model.scorer is None  # fit validates greedily: the language model is built for test/predict only
     metrics = fitted.trainer.callback_metrics  # the dev manifest (a second validation loader) under its own names
     assert {"val/cer", "val/wer", "dev/cer", "dev/wer"} <= set(metrics) and not any("dataloader" in k for k in metrics)
-    checkpoint = next(tmp_path.glob("lightning_logs/version_*/checkpoints/last.ckpt"))
+    checkpoint = next(tmp_path.glob("lightning_logs/*/version_*/checkpoints/last.ckpt"))
     test_args = ["test", *asr_args("asr_synth.yaml", corpus, tmp_path), "--ckpt_path", str(checkpoint),
                  "--model.init_args.encoder.d_model", "24"]
     cli = LintfCLI(args=[*test_args, "--decoding.init_args.decoder", "greedy", "--decoding.init_args.lm_order", "0"])

@@ -27,4 +27,4 @@ def test_ddp_spawn_two_processes(tmp_path):
     assert first.keys() == second.keys()
     for name in first:
         torch.testing.assert_close(first[name], second[name], rtol=0, atol=0, msg=name)
-    assert (tmp_path / "lightning_logs" / "version_0" / "config.yaml").is_file()
+    assert (tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "config.yaml").is_file()

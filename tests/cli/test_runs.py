@@ -20,11 +20,11 @@ def final_weights(directory):
 
 def test_saved_config_reproduces_the_run(tmp_path):
     run(tiny(tmp_path, "--trainer.max_steps", "3", "--trainer.val_check_interval", "3"))
-    first = tmp_path / "lightning_logs" / "version_0"
+    first = tmp_path / "lightning_logs" / "copy-linear" / "version_0"
     saved = yaml.safe_load((first / "config.yaml").read_text())
     assert saved["model"]["init_args"]["encoder"]["d_model"] == 16 and saved["seed_everything"] == 0
     run(["fit", "--config", str(first / "config.yaml")])
-    second = tmp_path / "lightning_logs" / "version_1"
+    second = tmp_path / "lightning_logs" / "copy-linear" / "version_1"
     assert (second / "config.yaml").is_file()  # a second run never overwrites the first
     a, b = final_weights(first), final_weights(second)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -34,7 +34,7 @@ def test_config_without_logger_does_not_collide(tmp_path):
     for _ in range(2):
         run(tiny(tmp_path, "--trainer.max_steps", "1", "--trainer.logger", "false", "--trainer.callbacks", "[]",
                  "--trainer.limit_val_batches", "0"))
-    runs = tmp_path / "lightning_logs"
+    runs = tmp_path / "lightning_logs" / "copy-linear"
     assert (runs / "version_0" / "config.yaml").is_file() and (runs / "version_1" / "config.yaml").is_file()
 
 
@@ -43,7 +43,7 @@ def test_runs_started_together_get_distinct_directories(tmp_path):
     # launches): Lightning's logger gives both version_0; the default logger reserves distinct ones.
     first, second = (run(tiny(tmp_path, "--trainer.max_steps", "1"), run_subcommand=False) for _ in range(2))
     directories = {cli.trainer.logger.log_dir for cli in (first, second)}
-    assert directories == {str(tmp_path / "lightning_logs" / f"version_{n}") for n in (0, 1)}
+    assert directories == {str(tmp_path / "lightning_logs" / "copy-linear" / f"version_{n}") for n in (0, 1)}
 
 
 def test_checkpointing_can_be_switched_off(tmp_path):
@@ -77,7 +77,7 @@ def test_resume_continues_step_optimizer_and_loss(tmp_path):
 def test_predict_writes_rows_and_exact_match(tmp_path, capsys):
     run(tiny(tmp_path, "--trainer.max_steps", "2", "--trainer.limit_val_batches", "1"))
     cli = run(tiny(tmp_path, "--ckpt_path", "last", subcommand="predict"))
-    directory = tmp_path / "lightning_logs" / "version_0" / "predictions"  # in the run of the checkpoint
+    directory = tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "predictions"  # in the run of the checkpoint
     rows = [json.loads(line) for line in (directory / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 16 and {"input", "target", "prediction", "exact_match", "token_accuracy"} <= rows[0].keys()
     metrics = json.loads((directory / "prediction_metrics.json").read_text())
@@ -104,7 +104,7 @@ def test_validate_and_test_subcommands(tmp_path):
 def test_samples_logged_to_tensorboard(tmp_path):
     event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
     run(tiny(tmp_path, "--trainer.max_steps", "2", "--trainer.val_check_interval", "2", "--trainer.limit_val_batches", "1"))
-    events = event_accumulator.EventAccumulator(str(tmp_path / "lightning_logs" / "version_0"))
+    events = event_accumulator.EventAccumulator(str(tmp_path / "lightning_logs" / "copy-linear" / "version_0"))
     events.Reload()
     assert "samples/text_summary" in events.Tags()["tensors"]
     assert {"train/loss", "val/loss", "val/accuracy", "lr-AdamW"} <= set(events.Tags()["scalars"])

@@ -101,7 +101,7 @@ def test_a_flipped_byte_is_reported_not_loaded(tmp_path, capsys):
     from tests.cli.helpers import run, tiny
 
     run(tiny(tmp_path, "--trainer.max_steps", "2", "--trainer.val_check_interval", "2", "--trainer.limit_val_batches", "1"))
-    last = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    last = tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "checkpoints" / "last.ckpt"
     assert (last.parent / "last.ckpt.sha256").is_file() and not list(last.parent.glob(".*.tmp"))
     before = torch.load(last, weights_only=True)["state_dict"]
     flip_a_byte_inside_a_tensor(last, before["token_embedding.weight"])

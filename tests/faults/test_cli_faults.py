@@ -81,11 +81,11 @@ def test_schedule_shorter_than_max_steps_stops_before_training(tmp_path, capsys)
 def test_resume_with_another_schedule_is_refused(tmp_path, capsys):
     short = ["--trainer.max_steps", "2", "--trainer.val_check_interval", "2", "--trainer.limit_val_batches", "1"]
     run(tiny(tmp_path, *short, "--model.lr_scheduler.init_args.total_steps", "40"))
-    runs_before = sorted(p.name for p in (tmp_path / "lightning_logs").iterdir())
+    runs_before = sorted(str(p) for p in (tmp_path / "lightning_logs").glob("*/version_*"))
     err = lintf_error(tiny(tmp_path, "--trainer.max_steps", "80", "--model.lr_scheduler.init_args.total_steps", "80",
                            "--ckpt_path", "last"), capsys)
     assert "resuming from" in err and "lr_scheduler.total_steps: checkpoint 40, this config 80" in err
-    assert sorted(p.name for p in (tmp_path / "lightning_logs").iterdir()) == runs_before
+    assert sorted(str(p) for p in (tmp_path / "lightning_logs").glob("*/version_*")) == runs_before
     resumed = run(tiny(tmp_path, "--trainer.max_steps", "4", "--model.lr_scheduler.init_args.total_steps", "40",
                        "--trainer.limit_val_batches", "1", "--ckpt_path", "last"))
     assert resumed.trainer.global_step == 4  # the same settings resume
@@ -99,7 +99,7 @@ def test_resume_with_other_data_settings_names_the_mismatch(tmp_path, capsys):
 
 def test_whole_batch_limit_is_saved_as_a_whole_number(tmp_path):
     run(tiny(tmp_path, "--trainer.max_steps", "2", "--trainer.val_check_interval", "2", "--trainer.limit_val_batches", "1"))
-    saved = tmp_path / "lightning_logs" / "version_0" / "config.yaml"
+    saved = tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "config.yaml"
     assert yaml.safe_load(saved.read_text())["trainer"]["limit_val_batches"] == 1
     again = run(["fit", "--config", str(saved), "--trainer.max_steps", "1"])
     assert again.trainer.limit_val_batches == 1 and isinstance(again.trainer.limit_val_batches, int)
@@ -108,8 +108,8 @@ def test_whole_batch_limit_is_saved_as_a_whole_number(tmp_path):
 def test_fit_says_where_the_run_went(tmp_path, capsys):
     run(tiny(tmp_path, "--trainer.max_steps", "2", "--trainer.val_check_interval", "2", "--trainer.limit_val_batches", "1"))
     out = capsys.readouterr().out
-    assert f"run directory: {tmp_path / 'lightning_logs' / 'version_0'}" in out
-    assert f"best checkpoint: {tmp_path / 'lightning_logs' / 'version_0' / 'checkpoints' / 'best.ckpt'}" in out
+    assert f"run directory: {tmp_path / 'lightning_logs' / 'copy-linear' / 'version_0'}" in out
+    assert f"best checkpoint: {tmp_path / 'lightning_logs' / 'copy-linear' / 'version_0' / 'checkpoints' / 'best.ckpt'}" in out
 
 
 def test_debug_keeps_the_traceback(tmp_path):

@@ -65,7 +65,7 @@ class PoisonGradient(Callback):
 def test_infinite_gradient_stops_before_the_optimizer_step(tmp_path, capsys):
     err = failure(tiny(tmp_path, "--trainer.max_steps", "6", *VALIDATE_EVERY_2,
                        "--trainer.callbacks+=tests.faults.test_run_faults.PoisonGradient"), capsys)
-    last = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    last = tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "checkpoints" / "last.ckpt"
     assert "training diverged at step 3" in err and "the gradient of" in err and "is not finite" in err
     assert f"{last} holds the last finite state" in err
     saved = checkpoints(tmp_path)
@@ -115,7 +115,7 @@ def test_sigterm_saves_a_resumable_checkpoint_and_exits_non_zero(tmp_path):
                            "--trainer.callbacks+=tests.faults.test_run_faults.TerminateAt"],
                           capture_output=True, text=True, cwd=REPO, timeout=600)
     assert done.returncode == 143, done.stderr[-2000:]
-    last = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    last = tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "checkpoints" / "last.ckpt"
     assert f"stopped by SIGTERM at step 3: saved {last}" in done.stderr
     assert load_checkpoint_file(last)["global_step"] == 3
     resumed = run([*args, "--ckpt_path", "last"])
@@ -129,7 +129,7 @@ def dead_pid() -> int:
 
 
 def test_next_start_removes_temporaries_of_killed_saves_only(tmp_path, capsys):
-    directory = tmp_path / "lightning_logs" / "version_0" / "checkpoints"
+    directory = tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "checkpoints"
     directory.mkdir(parents=True)
     host = socket.gethostname()
     stale = [directory / f".last.ckpt.tmp-{host}-{dead_pid()}", directory / f".best.ckpt.{dead_pid()}.tmp",
@@ -162,7 +162,7 @@ def test_failed_save_leaves_earlier_checkpoints_and_no_temporary(code, expected,
     err = failure(tiny(tmp_path, "--trainer.max_steps", "6", *VALIDATE_EVERY_2, *FIXED_LR,
                        "--model.optimizer.lr", "0.01"), capsys)
     assert "could not write checkpoint" in err and expected in err and "--ckpt_path last" in err
-    directory = tmp_path / "lightning_logs" / "version_0" / "checkpoints"
+    directory = tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "checkpoints"
     assert sorted(p.name for p in directory.iterdir()) == ["best.ckpt", "best.ckpt.sha256", "last.ckpt",
                                                          "last.ckpt.sha256"]
     assert load_checkpoint_file(directory / "last.ckpt")["global_step"] == 2  # verified: digest intact
@@ -176,22 +176,22 @@ def test_last_means_the_last_checkpoint_of_this_experiment(tmp_path):
     run(tiny(tmp_path, "--trainer.max_steps", "2", *VALIDATE_EVERY_2, "--model.encoder.attention", "softmax",
              "--model.encoder.d_model", "24"))  # another experiment, newer, in the same directory
     resumed = run([*mine[:-4], "--trainer.max_steps", "4", *VALIDATE_EVERY_2, "--ckpt_path", "last"])
-    assert resumed.config.fit.ckpt_path == str(tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt")
+    assert resumed.config.fit.ckpt_path == str(tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "checkpoints" / "last.ckpt")
     assert resumed.trainer.global_step == 4 and resumed.model.encoder_config.attention == "linear"
 
 
 def test_resume_with_other_model_settings_is_refused(tmp_path, capsys):
     run(tiny(tmp_path, "--trainer.max_steps", "2", *VALIDATE_EVERY_2))
-    path = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    path = tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "checkpoints" / "last.ckpt"
     err = lintf_error(tiny(tmp_path, "--trainer.max_steps", "4", "--model.encoder.attention", "softmax",
                            "--ckpt_path", str(path)), capsys)
     assert f"resuming from {path}" in err and "encoder.attention: checkpoint 'linear', this config 'softmax'" in err
-    assert not (tmp_path / "lightning_logs" / "version_1").exists()
+    assert not (tmp_path / "lightning_logs" / "copy-linear" / "version_1").exists()
 
 
 def test_predict_says_which_settings_the_checkpoint_overrides(tmp_path, capsys):
     run(tiny(tmp_path, "--trainer.max_steps", "2", *VALIDATE_EVERY_2))
-    path = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    path = tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "checkpoints" / "last.ckpt"
     capsys.readouterr()
     cli = run(tiny(tmp_path, "--model.encoder.dropout", "0.3", "--ckpt_path", str(path), subcommand="predict"))
     err = capsys.readouterr().err
@@ -205,7 +205,7 @@ def test_runs_without_a_logger_keep_their_checkpoints_apart(tmp_path):
         run(tiny(tmp_path, "--trainer.logger", "false", "--trainer.callbacks", "[]", "--trainer.max_steps", "2",
                  *VALIDATE_EVERY_2, *FIXED_LR, "--model.optimizer.lr", lr))
     runs = tmp_path / "lightning_logs"
-    rates = [load_checkpoint_file(runs / f"version_{n}" / "checkpoints" / "last.ckpt")["optimizer_states"][0]
+    rates = [load_checkpoint_file(runs / "copy-linear" / f"version_{n}" / "checkpoints" / "last.ckpt")["optimizer_states"][0]
              ["param_groups"][0]["lr"] for n in (0, 1)]
     assert rates == [0.01, 0.02] and not (tmp_path / "checkpoints").exists()
 

@@ -40,7 +40,7 @@ def test_disk_filling_inside_torch_save_is_one_paragraph(tmp_path, capsys, monke
     FillingFile.room = 4096  # the zip writer's first records fit, the tensors do not
     monkeypatch.setattr(checkpoint_files, "open", open_on_a_filling_disk, raising=False)
     err = failure(tiny(tmp_path, "--trainer.max_steps", "4", *VALIDATE_EVERY_2, *FIXED_LR), capsys)
-    directory = tmp_path / "lightning_logs" / "version_0" / "checkpoints"
+    directory = tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "checkpoints"
     assert f"could not write checkpoint {directory}" in err and "no space left on the device of" in err
     assert "PytorchStreamWriter" not in err and "unexpected pos" not in err
     assert sorted(p.name for p in directory.iterdir()) == ["best.ckpt", "best.ckpt.sha256", "last.ckpt",

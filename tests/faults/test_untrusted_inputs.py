@@ -34,7 +34,7 @@ def with_digest(path, checkpoint: dict) -> None:
 def trained(tmp_path):
     """A real tiny run's last.ckpt (read as plain data) and its directory."""
     run(tiny(tmp_path, *SHORT))
-    path = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    path = tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "checkpoints" / "last.ckpt"
     return load_checkpoint_file(path), path
 
 

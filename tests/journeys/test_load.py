@@ -12,7 +12,7 @@ from tests.cli.helpers import REPO, tiny
 
 def test_load_generates_what_the_command_prints(tmp_path):
     main(tiny(tmp_path, "--trainer.max_steps", "2", "--trainer.limit_val_batches", "1"))
-    checkpoint = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    checkpoint = tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "checkpoints" / "last.ckpt"
     model = lintf.load(str(checkpoint))
     assert type(model.task).__name__ == "CopyTask" and not model.task.training
     text = model.generate("3 1 4 1", temperature=0)

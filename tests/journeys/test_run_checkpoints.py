@@ -36,7 +36,7 @@ def test_test_and_predict_need_only_the_checkpoint(tmp_path, monkeypatch, capsys
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
     main(["test", "--ckpt_path", "last"])
-    run = tmp_path / "lightning_logs" / "version_0"
+    run = tmp_path / "lightning_logs" / "copy-linear" / "version_0"
     captured = capsys.readouterr()
     assert f"settings from {run / 'config.yaml'}" in captured.err
     assert "test/loss" in captured.out

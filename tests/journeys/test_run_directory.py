@@ -45,7 +45,7 @@ def scalar_steps(directory: Path) -> dict[str, list[int]]:
 
 
 def run_directories(root: Path) -> list[str]:
-    return sorted(path.name for path in (root / "lightning_logs").iterdir())
+    return sorted(str(path.relative_to(root / "lightning_logs")) for path in (root / "lightning_logs").glob("*/version_*"))
 
 
 def test_test_predict_and_resume_stay_in_the_run(tmp_path, capsys):
@@ -55,8 +55,8 @@ def test_test_predict_and_resume_stay_in_the_run(tmp_path, capsys):
         lintf(tmp_path, "test", "--ckpt_path", "last")
         lintf(tmp_path, "predict", "--ckpt_path", "last")
         lintf(tmp_path, "fit", "--trainer.max_steps", "8", *VALIDATE_EVERY_2, "--ckpt_path", "last")
-    run = tmp_path / "lightning_logs" / "version_0"
-    assert run_directories(tmp_path) == ["version_0"]
+    run = tmp_path / "lightning_logs" / "copy-linear" / "version_0"
+    assert run_directories(tmp_path) == ["copy-linear/version_0"]
     assert printed_run_directories(capsys.readouterr().out) == [str(run)] * 8  # each command: at start and at end
     assert not [w for w in caught if "dirpath has changed" in str(w.message) or "not empty" in str(w.message)]
     assert sorted(p.name for p in run.glob("config*.yaml")) == ["config-fit.yaml", "config-predict.yaml",
@@ -74,7 +74,7 @@ def test_a_second_predict_keeps_the_first(tmp_path):
     lintf(tmp_path, "fit", "--trainer.max_steps", "2", *VALIDATE_EVERY_2)
     lintf(tmp_path, "predict", "--ckpt_path", "last")
     lintf(tmp_path, "predict", "--ckpt_path", "best", "--data.predict_size", "8")
-    run = tmp_path / "lightning_logs" / "version_0"
+    run = tmp_path / "lightning_logs" / "copy-linear" / "version_0"
     assert len((run / "predictions" / "predictions.jsonl").read_text().splitlines()) == 16
     assert len((run / "predictions-1" / "predictions.jsonl").read_text().splitlines()) == 8
 
@@ -84,14 +84,14 @@ def test_a_checkpoint_from_elsewhere_gets_a_new_run_directory(tmp_path, capsys):
     sent = tmp_path / "from_a_colleague"
     sent.mkdir()
     for name in ("last.ckpt", "last.ckpt.sha256"):
-        shutil.copy(tmp_path / "lightning_logs" / "version_0" / "checkpoints" / name, sent / name)
+        shutil.copy(tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "checkpoints" / name, sent / name)
     assert run_directory_of(str(sent / "last.ckpt")) is None
     capsys.readouterr()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         lintf(tmp_path, "predict", "--ckpt_path", str(sent / "last.ckpt"))
     assert not [w for w in caught if "dirpath has changed" in str(w.message)]
-    new = tmp_path / "lightning_logs" / "version_1"
+    new = tmp_path / "lightning_logs" / "copy-linear" / "version_1"
     assert (new / "predictions" / "predictions.jsonl").is_file() and (new / "config.yaml").is_file()
     assert printed_run_directories(capsys.readouterr().out) == [str(new)] * 2
     assert sorted(os.listdir(sent)) == ["last.ckpt", "last.ckpt.sha256"]
@@ -99,12 +99,12 @@ def test_a_checkpoint_from_elsewhere_gets_a_new_run_directory(tmp_path, capsys):
 
 def test_a_run_directory_that_cannot_be_written_is_left_alone(tmp_path, capsys, monkeypatch):
     lintf(tmp_path, "fit", "--trainer.max_steps", "2", *VALIDATE_EVERY_2)
-    run = tmp_path / "lightning_logs" / "version_0"
+    run = tmp_path / "lightning_logs" / "copy-linear" / "version_0"
     real_access = os.access
     monkeypatch.setattr(logger_placement.os, "access", lambda path, mode: path != str(run) and real_access(path, mode))
     lintf(tmp_path, "test", "--ckpt_path", "last")
     assert f"lintf: cannot write into {run}" in capsys.readouterr().err
-    assert run_directories(tmp_path) == ["version_0", "version_1"]
+    assert run_directories(tmp_path) == ["copy-linear/version_0", "copy-linear/version_1"]
     assert sorted(p.name for p in run.glob("config*.yaml")) == ["config.yaml"]
 
 
@@ -113,8 +113,8 @@ def test_a_run_without_a_logger_is_continued_too(tmp_path):
     lintf(tmp_path, "fit", "--trainer.max_steps", "2", *VALIDATE_EVERY_2, *no_logger)
     lintf(tmp_path, "predict", "--ckpt_path", "last", *no_logger)
     lintf(tmp_path, "fit", "--trainer.max_steps", "4", *VALIDATE_EVERY_2, *no_logger, "--ckpt_path", "last")
-    run = tmp_path / "lightning_logs" / "version_0"
-    assert run_directories(tmp_path) == ["version_0"] and (run / "predictions" / "predictions.jsonl").is_file()
+    run = tmp_path / "lightning_logs" / "copy-linear" / "version_0"
+    assert run_directories(tmp_path) == ["copy-linear/version_0"] and (run / "predictions" / "predictions.jsonl").is_file()
     assert sorted(p.name for p in (run / "checkpoints").glob("*.ckpt")) == ["best.ckpt", "last.ckpt"]
 
 
@@ -122,7 +122,7 @@ def test_the_run_directory_is_printed_as_an_absolute_path(tmp_path, capsys, monk
     monkeypatch.chdir(tmp_path)
     main(["fit", *tiny(Path("runs"), "--trainer.max_steps", "2", *VALIDATE_EVERY_2)[1:]])
     main(["test", *tiny(Path("runs"), "--ckpt_path", "last")[1:]])
-    run = str(tmp_path / "runs" / "lightning_logs" / "version_0")
+    run = str(tmp_path / "runs" / "lightning_logs" / "copy-linear" / "version_0")
     assert printed_run_directories(capsys.readouterr().out) == [run] * 4
 
 
@@ -131,8 +131,8 @@ def test_csv_logs_of_a_run_are_added_to(tmp_path):
     lintf(tmp_path, "fit", *csv_logger, "--trainer.max_steps", "2", *VALIDATE_EVERY_2)
     lintf(tmp_path, "test", *csv_logger, "--ckpt_path", "last")
     lintf(tmp_path, "fit", *csv_logger, "--trainer.max_steps", "4", *VALIDATE_EVERY_2, "--ckpt_path", "last")
-    run = tmp_path / "lightning_logs" / "version_0"
-    assert run_directories(tmp_path) == ["version_0"]
+    run = tmp_path / "lightning_logs" / "copy-linear" / "version_0"
+    assert run_directories(tmp_path) == ["copy-linear/version_0"]
     with open(run / "metrics.csv", newline="") as file:
         rows = list(csv.DictReader(file))
     assert [int(row["step"]) for row in rows if row.get("train/loss")] == [0, 1, 2, 3]

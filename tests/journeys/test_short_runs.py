@@ -32,7 +32,7 @@ def lintf(tmp_path, *extra: str, subcommand: str = "fit") -> None:
 
 
 def checkpoint(tmp_path, name: str) -> dict:
-    return load_checkpoint_file(tmp_path / "lightning_logs" / "version_0" / "checkpoints" / f"{name}.ckpt")
+    return load_checkpoint_file(tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "checkpoints" / f"{name}.ckpt")
 
 
 def one_cycle_rates(total_steps: int, steps: int) -> list[float]:
@@ -78,7 +78,7 @@ def test_a_finished_run_trains_longer_with_a_new_cycle(tmp_path, capsys):
     assert last["lr_schedulers"][0]["total_steps"] == 4 and last["lr_schedulers"][0]["last_epoch"] == 4
     moments = next(iter(last["optimizer_states"][0]["state"].values()))
     assert float(moments["step"]) == 10, "the optimizer state went on from the checkpoint's"
-    assert sorted(p.name for p in (tmp_path / "lightning_logs").iterdir()) == ["version_0"]
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.glob("lightning_logs/*/version_*")) == ["lightning_logs/copy-linear/version_0"]
 
 
 class CtrlCAt(Callback):
@@ -97,7 +97,7 @@ def test_ctrl_c_saves_says_how_to_continue_and_the_run_continues(tmp_path):
                            "--trainer.callbacks+=tests.journeys.test_short_runs.CtrlCAt"],
                           capture_output=True, text=True, cwd=REPO, timeout=600)
     assert done.returncode == 128 + signal.SIGINT, done.stderr[-2000:]
-    last = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    last = tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "checkpoints" / "last.ckpt"
     assert "Ctrl-C: stopping after this step and saving last.ckpt" in done.stderr
     assert f"stopped by SIGINT at step 3: saved {last}; continue with the same command and --ckpt_path last" \
         in done.stderr

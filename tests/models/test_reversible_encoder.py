@@ -107,7 +107,7 @@ def lintf_command(root: Path, *args: str) -> subprocess.CompletedProcess:
 def test_the_cli_trains_predicts_and_generates_reversibly(tmp_path):
     options = ["--model.encoder.reversible", "true", "--model.encoder.n_layers", "2", "--trainer.max_steps", "3"]
     lintf_command(tmp_path, *tiny(tmp_path, *options))
-    checkpoint = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    checkpoint = tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "checkpoints" / "last.ckpt"
     assert torch.load(checkpoint, weights_only=True)["hyper_parameters"]["encoder"]["reversible"] is True
     lintf_command(tmp_path, *tiny(tmp_path, *options, "--ckpt_path", "last", subcommand="predict"))
     assert (checkpoint.parents[1] / "predictions" / "predictions.jsonl").read_text().count("\n") == 16

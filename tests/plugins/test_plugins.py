@@ -163,7 +163,7 @@ def test_local_plugin_is_saved_with_the_run(clean_registry, tmp_path, monkeypatc
     path.write_text(LOCAL_PLUGIN)
     run(tiny(tmp_path, "--plugins", str(path), "--model.encoder.attention", "local_test_softmax", "--trainer.max_steps", "1",
              "--trainer.limit_val_batches", "0"))
-    saved = tmp_path / "lightning_logs" / "version_0" / "config.yaml"
+    saved = tmp_path / "lightning_logs" / "copy-local_test_softmax" / "version_0" / "config.yaml"
     config = yaml.safe_load(saved.read_text())
     assert config["plugins"] in ([str(path)], str(path)) and config["model"]["init_args"]["encoder"]["attention"] == "local_test_softmax"
     ATTENTIONS.unregister("local_test_softmax")
