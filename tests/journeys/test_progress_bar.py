@@ -31,10 +31,10 @@ def test_the_bar_of_a_step_run_names_the_run_and_counts_steps(tmp_path):
 def test_the_tqdm_bar_too_and_an_epoch_run_keeps_its_epochs(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(progress_bar, "_RICH_AVAILABLE", False)
     main(tiny(tmp_path, *BAR, "--trainer.max_steps", "10"))
-    err = capsys.readouterr().err
+    err = "".join(capsys.readouterr())  # Lightning's tqdm bars write to stdout
     assert "copy-linear/version_0 step" in err and "10/10" in err and "v_num" not in err, err
     main(tiny(tmp_path, *BAR, "--trainer.max_steps", "-1", "--trainer.max_epochs", "2"))
-    err = capsys.readouterr().err
+    err = "".join(capsys.readouterr())
     assert "copy-linear/version_1 Epoch 1" in err and "8/8" in err and "v_num" not in err, err
 
 
