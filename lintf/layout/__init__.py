@@ -5,5 +5,6 @@ checkpoint); the run plumbing (``lintf.run``) finds, vets and upgrades them. Bot
 package, which imports no other lintf package:
 
     directories.py          run directories: where a run's files go, reserved atomically, given back unused
+    run_names.py            what a run directory is called: ``copy-linear``, ``stream_lm-gla-mytext``
     checkpoint_version.py   ``FORMAT``, the checkpoint layout version a task records, and ``format_of``
 """

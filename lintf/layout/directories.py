@@ -1,14 +1,14 @@
 """Run directories: one per experiment, shared by its config, logs, checkpoints, predictions and samples.
 
-``run_directory(trainer)`` is where a run's files go (its first logger's ``save_dir/name/version``).
-A new run gets a new one, ``<root>/lightning_logs/<run name>/version_N``, its name saying what the
-run is (``run_names``: ``copy-linear``, ``stream_lm-gated_delta_net+local-mytext``), a counter per name. Lightning picks ``version_N`` as one past the highest existing directory,
-so two runs started together both choose the same N and write their events, configs and checkpoints
-into one directory. Here a version is reserved by creating its directory atomically (``mkdir`` fails
-if another run got there first, and the next number is tried): by the default TensorBoard logger
-and lintf's CSV logger (``lintf.run.loggers``), and for runs without a logger, whose checkpoints
-would otherwise all land in ``<root>/checkpoints``. A run that stops before it trained or saved
-gives its directory back.
+``run_directory(trainer)`` is where a run's files go (its first logger's ``save_dir/name/version``). A
+new run gets a new one, ``<root>/lightning_logs/<run name>/version_N``, its name saying what the run is
+(``run_names``: ``copy-linear``, ``stream_lm-gated_delta_net+local-mytext``), a counter per name.
+Lightning picks ``version_N`` as one past the highest existing directory, so two runs started together
+both choose the same N and write their events, configs and checkpoints into one directory. Here a version
+is reserved by creating its directory atomically (``mkdir`` fails if another run got there first, and the
+next number is tried): by the default TensorBoard logger and lintf's CSV logger (``lintf.run.loggers``),
+and for runs without a logger, whose checkpoints would otherwise all land in ``<root>/checkpoints``. A
+run that stops before it trained or saved gives its directory back.
 
 A command given the checkpoint of a run (``<run>/checkpoints/*.ckpt``, ``run_directory_of``) writes
 into that run instead (``lintf.run.logger_placement``).

@@ -24,7 +24,8 @@ checkpoint layout version, which the tasks use too, live beneath both in ``lintf
     run_metrics.py         what a run logged (TensorBoard events, metrics.csv) and its config.yaml's settings
     compare.py             ``lintf compare``: runs' curves in one PNG, a table of their final metrics
     loggers.py             TensorBoard and CSV with reserved versions, W&B that never blocks, quiet console
-    callbacks/             last/best checkpoints, saved configs, predictions, samples, divergence stop
+    callbacks/             last/best checkpoints, saved configs, predictions, samples, divergence stop, the
+                           progress bar (the run's name, its steps) and the closing summary (metrics, a text sample)
 
 Nothing is imported here: ``lintf.run.checkpoint_format`` can be imported without the CLI.
 """

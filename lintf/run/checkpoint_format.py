@@ -120,7 +120,7 @@ def upgrade_file(old: Path, new: Path | None = None, /) -> Path:
     The weights and hyperparameters carry over; the optimizer state does not (its parameter order
     changed), so the copy serves ``test``, ``predict`` and fine-tuning from its weights, not resuming.
 
-        lintf checkpoint upgrade lightning_logs/version_3/checkpoints/best.ckpt
+        lintf checkpoint upgrade lightning_logs/copy-linear/version_3/checkpoints/best.ckpt
 
     Args:
         old: a checkpoint written by an older lintf.

@@ -33,13 +33,13 @@ class Run:
 def compare(runs: list[str], /, output: str = "compare.png") -> None:
     """Compare runs: their curves in one plot, and a table of their final metrics and the settings that differ.
 
-    lintf compare lightning_logs/version_0 lightning_logs/version_1 --output runs.png
+    lintf compare lightning_logs/copy-linear/version_0 lightning_logs/copy-softmax/version_0 --output runs.png
 
     Each run's line is labelled by its directory's name and the settings of its config.yaml that differ
     between the runs (the attention, the data, ...).
 
     Args:
-        runs: run directories (lightning_logs/version_3), or checkpoints inside them.
+        runs: run directories (lightning_logs/copy-linear/version_3), or checkpoints inside them.
         output: the PNG file to write.
     """
     loaded = [load_run(path) for path in runs]
@@ -63,7 +63,7 @@ def load_run(path: str) -> Run:
     if directory is None:
         what = "does not exist" if not os.path.exists(path) else "is not a run"
         raise CommandError(f"{path} {what}: a run is a directory that lintf fit wrote (with config.yaml, event files "
-                           "or metrics.csv), such as lightning_logs/version_0, or a checkpoint in its checkpoints/")
+                           "or metrics.csv), such as lightning_logs/copy-linear/version_0, or a checkpoint in its checkpoints/")
     curves = run_curves(directory)
     if not curves:
         raise CommandError(f"run {path} has no metrics: neither TensorBoard event files nor a metrics.csv with values "

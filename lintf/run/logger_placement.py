@@ -1,14 +1,15 @@
 """Where a command's loggers write: under the run root, or into the run its checkpoint came from.
 
-A command without ``--ckpt_path`` starts a new run directory under ``--trainer.default_root_dir``,
-named after what the run is (``<root>/lightning_logs/copy-linear/version_N``, ``lintf.layout.run_names``;
+A command without ``--ckpt_path`` starts a new run directory under ``--trainer.default_root_dir``, named
+after what the run is (``<root>/lightning_logs/copy-linear/version_N``, ``lintf.layout.run_names``;
 lintf's CSV and W&B loggers that name no ``save_dir`` put their files there too; a TensorBoard or CSV
-logger given a ``name`` or ``version`` of its own keeps it). A command given the checkpoint of a run (``<run>/checkpoints/*.ckpt``) continues
-that run: ``fit`` resumes its curves and checkpoints, ``validate``, ``test`` and ``predict`` add their
-metrics, predictions and samples to it. TensorBoard and CSV loggers write into the run directory (a
-resumed fit drops the TensorBoard events logged after its checkpoint, so the curves continue without
-overlap); a first W&B logger resumes the W&B run whose id names the directory. A checkpoint from
-elsewhere, or a run directory this process may not write, gets a new run directory.
+logger given a ``name`` or ``version`` of its own keeps it). A command given the checkpoint of a run
+(``<run>/checkpoints/*.ckpt``) continues that run: ``fit`` resumes its curves and checkpoints,
+``validate``, ``test`` and ``predict`` add their metrics, predictions and samples to it. TensorBoard and
+CSV loggers write into the run directory (a resumed fit drops the TensorBoard events logged after its
+checkpoint, so the curves continue without overlap); a first W&B logger resumes the W&B run whose id
+names the directory. A checkpoint from elsewhere, or a run directory this process may not write, gets a
+new run directory.
 
 The trainer's ``logger`` is changed in the parsed configuration, before any logger is built, so the
 config a run saves records where it logged.

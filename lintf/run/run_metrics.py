@@ -1,6 +1,6 @@
 """What a run logged: its scalar metrics, read from its TensorBoard event files and its ``metrics.csv``.
 
-A run directory (``lightning_logs/version_3``) holds the events of the default TensorBoard logger, or
+A run directory (``lightning_logs/copy-linear/version_3``) holds the events of the default TensorBoard logger, or
 the ``metrics.csv`` of the CSV logger (``configs/logger/csv.yaml``), beside its ``config.yaml`` and
 ``checkpoints/``. Both are read, so a run logged either way (or both) compares with any other.
 """

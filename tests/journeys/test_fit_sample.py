@@ -47,9 +47,9 @@ def test_a_text_fit_ends_with_the_sample_its_checkpoint_generates(tmp_path, caps
     text = (tmp_path / "mytext.txt").read_text()
     assert prompt in text and text[text.index(prompt) - 1] == "\n"  # from the start of a line of the text
     # the same sample from the run's last checkpoint, by lintf.load's generate (the last.ckpt holds the final weights)
-    last = next(tmp_path.glob("lightning_logs/stream_lm-linear-mytext/version_0/checkpoints/last.ckpt"))
-    model = lintf.load(str(last))
-    assert model.generate(prompt, max_new_tokens=new_tokens, temperature=temperature, seed=seed) == prompt + continuation
+    last = tmp_path / "lightning_logs" / "stream_lm-linear-mytext" / "version_0" / "checkpoints" / "last.ckpt"
+    generated = lintf.load(str(last)).generate(prompt, max_new_tokens=new_tokens, temperature=temperature, seed=seed)
+    assert generated == prompt + continuation
 
 
 def test_the_sample_uses_the_generate_commands_default_temperature():
@@ -68,7 +68,8 @@ def test_a_failed_sample_is_one_line_and_the_run_succeeds(tmp_path, capsys, monk
     fit_text(tmp_path)
     out = capsys.readouterr().out
     assert "sample: not drawn (RuntimeError: no state for you)" in out.splitlines()
-    assert (tmp_path / "lightning_logs" / "stream_lm-linear-mytext" / "version_0" / "checkpoints" / "last.ckpt").is_file()
+    run = tmp_path / "lightning_logs" / "stream_lm-linear-mytext" / "version_0"
+    assert (run / "checkpoints" / "last.ckpt").is_file()
 
 
 def test_a_copy_fit_prints_no_sample(tmp_path, capsys):

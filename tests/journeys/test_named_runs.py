@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -40,7 +39,8 @@ def printed_run_directories(out: str) -> list[str]:
     ({"class_path": "lintf.tasks.StreamLanguageModelTask",
       "init_args": {"encoder": {"attention": ["gated_delta_net", "gated_delta_net", "gated_delta_net", "local"]}}},
      {"class_path": "lintf.data.TextStreamData", "init_args": {"path": "kjv"}}, "stream_lm-gated_delta_net+local-kjv"),
-    ({"class_path": "lintf.tasks.ImageGenerationTask", "init_args": {"encoder": {"attention": "my_plugin.MyAttention"}}},
+    ({"class_path": "lintf.tasks.ImageGenerationTask",
+      "init_args": {"encoder": {"attention": "my_plugin.MyAttention"}}},
      {"class_path": "lintf.data.ImageData", "init_args": {"dataset": "mnist"}}, "image_generation-MyAttention-mnist"),
     ({"class_path": "lintf.asr.ASRTask", "init_args": {"encoder": {"attention": "softmax"}}},
      {"class_path": "lintf.asr.SpeechData", "init_args": {"train_manifest": "data/speech/synth/train.jsonl"}},
@@ -98,12 +98,12 @@ def test_a_logger_given_a_name_or_version_keeps_it(tmp_path):
 def test_compare_labels_runs_by_name_and_version(tmp_path):
     lintf(*tiny(tmp_path, *SHORT))
     lintf(*tiny(tmp_path, *SHORT, "--model.encoder.attention", "softmax"))
-    done = subprocess.run([sys.executable, "-m", "lintf_cli", "compare", "lightning_logs/copy-linear/version_0",
-                           "lightning_logs/copy-softmax/version_0", "--output", "runs.png"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    runs = ["lightning_logs/copy-linear/version_0", "lightning_logs/copy-softmax/version_0"]
+    done = subprocess.run([sys.executable, "-m", "lintf_cli", "compare", *runs, "--output", "runs.png"], check=False,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     header = next(index for index, line in enumerate(lines) if line.split()[:1] == ["run"])
-    assert [line.split()[0] for line in lines[header + 1:header + 3]] == ["copy-linear/version_0",
-                                                                          "copy-softmax/version_0"], done.stdout
+    assert [line.split()[0] for line in lines[header + 1:header + 3]] == [run[15:] for run in runs], done.stdout
     assert (tmp_path / "runs.png").is_file()

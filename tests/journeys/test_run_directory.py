@@ -45,7 +45,8 @@ def scalar_steps(directory: Path) -> dict[str, list[int]]:
 
 
 def run_directories(root: Path) -> list[str]:
-    return sorted(str(path.relative_to(root / "lightning_logs")) for path in (root / "lightning_logs").glob("*/version_*"))
+    runs = root / "lightning_logs"
+    return sorted(str(path.relative_to(runs)) for path in runs.glob("*/version_*"))
 
 
 def test_test_predict_and_resume_stay_in_the_run(tmp_path, capsys):
@@ -114,7 +115,8 @@ def test_a_run_without_a_logger_is_continued_too(tmp_path):
     lintf(tmp_path, "predict", "--ckpt_path", "last", *no_logger)
     lintf(tmp_path, "fit", "--trainer.max_steps", "4", *VALIDATE_EVERY_2, *no_logger, "--ckpt_path", "last")
     run = tmp_path / "lightning_logs" / "copy-linear" / "version_0"
-    assert run_directories(tmp_path) == ["copy-linear/version_0"] and (run / "predictions" / "predictions.jsonl").is_file()
+    assert run_directories(tmp_path) == ["copy-linear/version_0"]
+    assert (run / "predictions" / "predictions.jsonl").is_file()
     assert sorted(p.name for p in (run / "checkpoints").glob("*.ckpt")) == ["best.ckpt", "last.ckpt"]
 
 

@@ -32,7 +32,8 @@ def lintf(tmp_path, *extra: str, subcommand: str = "fit") -> None:
 
 
 def checkpoint(tmp_path, name: str) -> dict:
-    return load_checkpoint_file(tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "checkpoints" / f"{name}.ckpt")
+    run = tmp_path / "lightning_logs" / "copy-linear" / "version_0"
+    return load_checkpoint_file(run / "checkpoints" / f"{name}.ckpt")
 
 
 def one_cycle_rates(total_steps: int, steps: int) -> list[float]:
@@ -78,7 +79,8 @@ def test_a_finished_run_trains_longer_with_a_new_cycle(tmp_path, capsys):
     assert last["lr_schedulers"][0]["total_steps"] == 4 and last["lr_schedulers"][0]["last_epoch"] == 4
     moments = next(iter(last["optimizer_states"][0]["state"].values()))
     assert float(moments["step"]) == 10, "the optimizer state went on from the checkpoint's"
-    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.glob("lightning_logs/*/version_*")) == ["lightning_logs/copy-linear/version_0"]
+    runs = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.glob("lightning_logs/*/version_*"))
+    assert runs == ["lightning_logs/copy-linear/version_0"]
 
 
 class CtrlCAt(Callback):

@@ -1,9 +1,9 @@
 """A short sample at the end of a text model's ``fit``: what the trained model writes after a validation text.
 
-The model continues the first ``PROMPT_TOKENS`` tokens of the validation text (from its first full line) with ``NEW_TOKENS``
-tokens, sampled at ``lintf generate``'s default temperature from a fixed seed, so two runs of one
-config print the same sample and runs of different configs can be read side by side. It takes well
-under a second on the example configs and stops after ``TIME_LIMIT`` seconds whatever the model; a
+The model continues the first ``PROMPT_TOKENS`` tokens of the validation text (from its first full line)
+with ``NEW_TOKENS`` tokens, sampled at ``lintf generate``'s default temperature from a fixed seed, so two
+runs of one config print the same sample and runs of different configs can be read side by side. It takes
+well under a second on the example configs and stops after ``TIME_LIMIT`` seconds whatever the model; a
 failure to sample is one line, never the run's failure.
 
 Tasks that generate text are those with ``prefill``, ``step`` and ``head`` (an autoregressive task)
