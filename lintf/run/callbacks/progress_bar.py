@@ -35,6 +35,7 @@ class RunProgress:
     ``max_steps`` ends the run."""
 
     label: str | None = None
+    started = False
     trainer: Trainer
 
     def counts_steps(self) -> bool:
@@ -47,7 +48,13 @@ class RunProgress:
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         super().on_train_start(trainer, pl_module)  # type: ignore[misc]
-        self.label = run_label_of(trainer)
+        self.label, self.started = run_label_of(trainer), False
+
+    def on_train_epoch_start(self, trainer: Trainer, *args: Any) -> None:
+        if self.counts_steps() and self.started:
+            return  # one bar for the whole run: its elapsed time and rate span the epochs
+        super().on_train_epoch_start(trainer, *args)  # type: ignore[misc]
+        self.started = True
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
