@@ -1,10 +1,10 @@
 """A short sample at the end of a text model's ``fit``: what the trained model writes after a validation text.
 
-The model continues the first ``PROMPT_TOKENS`` tokens of the validation text (from its first full line)
+The model continues the first ``PROMPT_TOKENS`` tokens of the validation text (from its first non-blank line)
 with ``NEW_TOKENS`` tokens, sampled at ``lintf generate``'s default temperature from a fixed seed, so two
 runs of one config print the same sample and runs of different configs can be read side by side. It takes
-well under a second on the example configs and stops after ``TIME_LIMIT`` seconds whatever the model; a
-failure to sample is one line, never the run's failure.
+about a second at most for the example configs' models on a CPU and stops after ``TIME_LIMIT`` seconds
+whatever the model; a failure to sample is one line, never the run's failure.
 
 Tasks that generate text are those with ``prefill``, ``step`` and ``head`` (an autoregressive task)
 whose data module has a ``tokenizer`` and ``texts["val"]`` (``TextStreamData``); other runs get no sample.
@@ -12,6 +12,7 @@ whose data module has a ``tokenizer`` and ``texts["val"]`` (``TextStreamData``);
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -67,7 +68,8 @@ def fit_sample(trainer: Trainer, pl_module: LightningModule) -> str | None:
     training = pl_module.training
     try:
         pl_module.eval()
-        line = text.find("\n", 0, 1000) + 1  # from the first line that starts inside the text, where there is one
+        start = re.search(r"\n(?=\S)", text[:1000])  # the first line that starts inside the text and is not blank
+        line = start.end() if start else 0
         prompt = tokenizer.encode(text[line: line + PROMPT_TOKENS * 16])[:PROMPT_TOKENS]
         generator = torch.Generator(device=pl_module.device).manual_seed(SEED)
         new = continuation(pl_module, prompt, NEW_TOKENS, generator)
