@@ -104,14 +104,15 @@ def remove_stale_temporaries(roots: list[str]) -> list[tuple[Path, int]]:
 
     A save killed by SIGKILL (or one that failed without cleaning up) leaves its hidden temporary file,
     as large as a checkpoint, beside the real ones. The run directories are ``<root>/<name>/<version>/
-    checkpoints`` (every logger's layout) and ``<root>/checkpoints``.
+    checkpoints`` (every logger's layout), ``<root>/lightning_logs/<run name>/<version>/checkpoints`` (lintf's
+    named runs) and ``<root>/checkpoints``.
 
     Returns:
         each removed file and its size in bytes.
     """
     removed = []
     for root in roots:
-        for pattern in ("*/*/checkpoints/.*", "checkpoints/.*"):
+        for pattern in ("*/*/*/checkpoints/.*", "*/*/checkpoints/.*", "checkpoints/.*"):
             for path in Path(root).glob(pattern):
                 try:
                     if path.is_file() and is_stale_temporary(path):
