@@ -123,9 +123,10 @@ def plot(runs: list[Run], metrics: list[str], differing: list[str], output: str)
             axis.plot(steps, [run.curves[metric][step] for step in steps], marker="." if len(steps) < 20 else None,
                       label=label(run, differing))
         axis.set(title=metric, xlabel="step")
-        axis.legend(fontsize="small")
     for axis in axes[len(metrics):]:
         axis.set_visible(False)
+    handles, labels = axes[0].get_legend_handles_labels()  # every plot has every run: one legend, below them all
+    figure.legend(handles, labels, loc="outside lower center", fontsize="small")
     directory = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(directory):
         raise CommandError(f"--output {output}: the directory {directory} does not exist")

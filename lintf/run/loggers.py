@@ -112,6 +112,9 @@ def quiet_lightning_notices() -> None:
     """Drop notices that say nothing about the run (the same ones the test suite filters)."""
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(DropAdvertisement())
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+    # ``lintf test --ckpt_path last`` passes the run's config.yaml to LightningCLI as ``args``, which then warns
+    # that sys.argv holds arguments too: they are the same command, read once.
+    warnings.filterwarnings("ignore", message=r"LightningCLI's args parameter is intended to run from within Python")
 
 
 Mode = Literal["online", "offline", "disabled"]

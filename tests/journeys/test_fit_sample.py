@@ -76,3 +76,13 @@ def test_a_copy_fit_prints_no_sample(tmp_path, capsys):
     main(tiny(tmp_path, "--trainer.max_steps", "2", "--trainer.limit_val_batches", "1"))
     out = capsys.readouterr().out
     assert re.search(r"^fit: 2 steps", out, re.MULTILINE) and "sample" not in out
+
+
+def test_resuming_a_finished_run_says_there_is_nothing_to_train(tmp_path, capsys):
+    finished = ["--trainer.max_steps", "2", "--trainer.limit_val_batches", "1"]
+    main(tiny(tmp_path, *finished))
+    capsys.readouterr()
+    main(tiny(tmp_path, *finished, "--ckpt_path", "last"))
+    out = capsys.readouterr().out
+    assert "fit: nothing to train, the run had reached max_steps 2; train it longer with --trainer.max_steps N " \
+           "(more than 2)" in out.splitlines()

@@ -38,8 +38,10 @@ class FitSummary(Callback):
     def summary(self, trainer: Trainer) -> str | None:
         """``fit: 300 steps in 95.2 s, 12900 tokens/s (validation included); val/loss 1.23, ...``, or None; a text
         model's sample on a second line. Call on rank 0 only (the sample runs the model)."""
-        if not self.start:
-            return None
+        if not self.start:  # no training step ran: a resumed run that had reached its end already
+            done = 0 < trainer.max_steps <= trainer.global_step
+            return (f"fit: nothing to train, the run had reached max_steps {trainer.max_steps}; train it longer with "
+                    f"--trainer.max_steps N (more than {trainer.global_step})") if done else None
         seconds = max(time.perf_counter() - self.start, 1e-9)
         metrics = [f"{name} {float(value):.4g}" for name, value in sorted(trainer.callback_metrics.items())
                    if name.startswith("val/") and torch.as_tensor(value).numel() == 1]
