@@ -17,6 +17,17 @@ Shapes (B batch, H heads, N queries, S keys, D query/key size, M value size):
   sequence split anywhere reproduces the unsplit padded forward. ``state`` or ``return_state``
   with ``causal=False``, or a state of another structure, shape, dtype or device than
   ``init_state`` gives for the call, raise a ValueError.
+* Packed documents: ``forward(..., cu_seqlens=c)`` reads one row holding D documents end to end, with
+  boundaries ``c`` (D + 1,) int rising strictly from 0 to N as in flash-attn and flash-linear-attention
+  (``lintf.attention.documents``): q, k, v are (1, H, N, D|M), N == S, causal or not, and no position
+  attends across a document boundary, so the output equals each document run alone. A recurrent state
+  resets at each document start; ``state`` (if any) and the returned state hold one entry per document
+  (batch D), so a row of documents continues from, and leaves, the states of those documents. A
+  ``key_padding_mask`` with ``cu_seqlens`` is refused: a packed row has no padding. Attentions with
+  ``supports_packed = True`` take ``cu_seqlens`` in ``attend`` (a block-diagonal mask, or the op's
+  own boundaries); for the others the base class runs each document alone through ``attend`` and
+  concatenates, the reference every packed form must equal. Caches of past keys (``cache_entries``)
+  join into one packed state only for documents of equal length.
 * ``init_state(batch_size, n_heads, value_dim, device=..., dtype=...)`` -> the state of an empty prefix.
 * ``step(q_t, k_t, v_t, state)`` -> (out_t, new_state): q_t, k_t (B, H, D), v_t (B, H, M),
   out_t (B, H, M); one position of ``forward(..., causal=True)``. The state is the NamedTuple type
@@ -28,7 +39,7 @@ Shapes (B batch, H heads, N queries, S keys, D query/key size, M value size):
   ``self_attention_only = True``: queries and keys are positions of one sequence (decays by
   distance), so N == S even without ``causal``. ``value_dim_is_head_dim = True``: M == D
   (element-wise attentions such as AFT). ``shares_query_key``, ``step_matches_forward``,
-  ``continues_exactly`` and ``cache_entries``: below.
+  ``continues_exactly``, ``cache_entries`` and ``supports_packed``: below.
 
 Subclasses implement ``attend`` / ``attend_step`` / ``init_state``; the public ``forward`` and
 ``step`` validate inputs here so every implementation reports bad shapes the same way.
@@ -41,6 +52,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from lintf.attention.documents import check_cu_seqlens, join_documents, select_document
 from lintf.attention.state import State, check_state, check_state_type
 from lintf.ops import OP_STATES
 from lintf.registry import ATTENTIONS
@@ -73,6 +85,9 @@ class Attention(nn.Module):
     approximates the unsplit forward (say why in the class docstring)."""
     cache_entries: ClassVar[tuple[str, ...]] = ()
     """State fields that grow with time along dim 2 (KV caches) and hold ``state.length`` positions."""
+    supports_packed: ClassVar[bool] = False
+    """True if ``attend`` takes ``cu_seqlens`` (packed documents) itself; otherwise the base class runs each
+    document alone through ``attend``."""
     supports_sequence_parallel: ClassVar[bool] = False
     """True if causal ``forward`` can run on one part of a sequence split across ranks (``use_sequence_parallel``)."""
 
@@ -100,8 +115,9 @@ class Attention(nn.Module):
         key_padding_mask: Tensor | None = None,
         state: State | None = None,
         return_state: bool = False,
+        cu_seqlens: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, State]:
-        """Attend queries to keys; see the module docstring for shapes and states.
+        """Attend queries to keys; see the module docstring for shapes, states and packed documents.
 
         Args:
             q: (B, H, N, D) queries.
@@ -111,11 +127,15 @@ class Attention(nn.Module):
             key_padding_mask: (B, S) bool, True marks a padded key.
             state: the state earlier positions left (causal only); None starts a sequence.
             return_state: also return the state after the last position (causal only).
+            cu_seqlens: (D + 1,) int boundaries of D documents packed in one row (B = 1); states then
+                have batch D, one entry per document.
 
         Returns:
             (B, H, N, M), and with ``return_state`` the pair (out, state).
         """
         self.check_inputs(q, k, v, causal, key_padding_mask)
+        if cu_seqlens is not None:
+            return self._forward_packed(q, k, v, causal, key_padding_mask, state, return_state, cu_seqlens)
         if state is not None or return_state:
             self.check_state_request(q, v, causal, state)
         if q.shape[2] == 0:  # no query: the state after no positions is the one before them
@@ -131,6 +151,70 @@ class Attention(nn.Module):
         if new_state is None:
             raise NotImplementedError(f"{type(self).__name__}.attend returned no state although return_state=True")
         return out, new_state
+
+    def _forward_packed(
+        self, q: Tensor, k: Tensor, v: Tensor, causal: bool, key_padding_mask: Tensor | None, state: State | None,
+        return_state: bool, cu_seqlens: Tensor,
+    ) -> Tensor | tuple[Tensor, State]:
+        """``forward`` of the documents packed in one row (checked here), natively or one document at a time."""
+        name = type(self).__name__
+        if q.shape[0] != 1 or q.shape[2] != k.shape[2]:
+            raise ValueError(f"{name}: packed documents (cu_seqlens) are one row of N positions: q, k, v must be "
+                             f"(1, H, N, D|M), got q {tuple(q.shape)}, k {tuple(k.shape)}")
+        if key_padding_mask is not None:
+            raise ValueError(f"{name}: a packed row (cu_seqlens) has no padding; pass key_padding_mask=None or no "
+                             "cu_seqlens")
+        bounds = check_cu_seqlens(name, cu_seqlens, q.shape[2])
+        documents = len(bounds) - 1
+        if state is not None or return_state:  # a state has one entry per document
+            self.check_state_request(q.expand(documents, -1, -1, -1), v.expand(documents, -1, -1, -1), causal, state)
+        if self.supports_packed:
+            out, new_state = self.attend(q, k, v, causal=causal, key_padding_mask=None, state=state,
+                                         return_state=return_state, cu_seqlens=cu_seqlens)
+        else:
+            out, new_state = self.attend_documents(q, k, v, causal, state, return_state, bounds)
+        if not return_state:
+            return out
+        if new_state is None:
+            raise NotImplementedError(f"{name}.attend returned no state although return_state=True")
+        return out, new_state
+
+    def attend_documents(
+        self, q: Tensor, k: Tensor, v: Tensor, causal: bool, state: State | None, return_state: bool,
+        bounds: list[int],
+    ) -> tuple[Tensor, State | None]:
+        """Each packed document alone through ``attend``: the reference of every packed form.
+
+        Args:
+            q: (1, H, N, D) queries of the packed row.
+            k: (1, H, N, D) keys.
+            v: (1, H, N, M) values.
+            causal: query i sees keys 0..i of its document.
+            state: the documents' states (batch D) or None.
+            return_state: also return the documents' states after them (batch D).
+            bounds: the D + 1 document boundaries, from 0 to N.
+
+        Returns:
+            (1, H, N, M) and the joined states (or None).
+        """
+        outs, states = [], []
+        per_sequence = self.per_sequence_fields(q, v) if state is not None or return_state else ()
+        for index, (start, stop) in enumerate(zip(bounds, bounds[1:])):
+            out, new_state = self.attend(
+                q[:, :, start:stop], k[:, :, start:stop], v[:, :, start:stop], causal=causal, key_padding_mask=None,
+                state=select_document(state, index, per_sequence), return_state=return_state,
+            )  # (1, H, n_d, M)
+            outs.append(out)
+            states.append(new_state)
+        joined = join_documents(type(self).__name__, states, self.cache_entries, per_sequence) if return_state \
+            else None
+        return torch.cat(outs, dim=2), joined  # (1, H, N, M)
+
+    def per_sequence_fields(self, q: Tensor, v: Tensor) -> tuple[str, ...]:
+        """The state fields with one entry per sequence along dim 0 (the others, e.g. centroids, are shared)."""
+        one, two = (self.init_state(size, q.shape[1], v.shape[3], device="meta", dtype=q.dtype) for size in (1, 2))
+        return tuple(key for key, a, b in zip(one._fields, one, two)
+                     if isinstance(a, Tensor) and a.dim() > 0 and (a.shape[0], b.shape[0]) == (1, 2))
 
     def step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
         """One causal decoding step; see the module docstring for shapes."""

@@ -8,6 +8,7 @@ from torch import Tensor
 
 from lintf.attention.base import Attention, State
 from lintf.attention.cache import append_position, causal_visibility, empty_kv_cache, extend_cache
+from lintf.attention.documents import check_cu_seqlens, same_document
 from lintf.attention.masking import visible_keys
 from lintf.attention.state import KVCache
 from lintf.registry import register_attention
@@ -19,7 +20,8 @@ class SoftmaxAttention(Attention):
 
     The state caches every past key and value in the inputs' dtype, with the padding flag of each
     key: a forward call with a state attends to the cached keys plus its own, causally, and
-    ``step`` costs O(t) time and memory at step t.
+    ``step`` costs O(t) time and memory at step t. Packed documents (``cu_seqlens``) go through one
+    SDPA call with a block-diagonal mask; with a state, one document at a time.
 
     Args:
         head_dim: D.
@@ -28,6 +30,7 @@ class SoftmaxAttention(Attention):
     """
 
     cache_entries = ("keys", "values", "padding")
+    supports_packed = True
 
     def __init__(self, head_dim: int, scale: float | None = None, dropout: float = 0.0) -> None:
         super().__init__(head_dim)
@@ -36,8 +39,14 @@ class SoftmaxAttention(Attention):
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, key_padding_mask: Tensor | None, state: State | None,
-        return_state: bool,
+        return_state: bool, cu_seqlens: Tensor | None = None,
     ) -> tuple[Tensor, State | None]:
+        if cu_seqlens is not None:
+            if state is not None or return_state:  # each document's cache is its own
+                bounds = check_cu_seqlens(type(self).__name__, cu_seqlens, q.shape[2])
+                return self.attend_documents(q, k, v, causal, state, return_state, bounds)
+            visible = same_document(cu_seqlens, q.shape[2], causal)[None, None]  # (1, 1, N, N)
+            return self._attend_visible(q, k, v, visible), None
         if state is None and not return_state:
             if key_padding_mask is None:
                 dropout = self.dropout if self.training else 0.0

@@ -1,0 +1,110 @@
+"""Packed documents: sequences laid end to end in one row, their boundaries given as ``cu_seqlens``.
+
+``cu_seqlens`` follows flash-attn and flash-linear-attention: a 1-D integer tensor (D + 1,) of the
+document boundaries of a row of N positions, rising strictly from 0 to N; document d holds positions
+``cu_seqlens[d] .. cu_seqlens[d + 1] - 1``. A state of packed documents has one batch entry per
+document (batch D), in the order of the documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from lintf.attention.state import State
+
+INTEGER_DTYPES = (torch.int32, torch.int64)
+
+
+def check_cu_seqlens(owner: str, cu_seqlens: object, length: int) -> list[int]:
+    """The boundaries as a list, or a ValueError saying what ``cu_seqlens`` must be.
+
+    Args:
+        owner: name used in messages.
+        cu_seqlens: the boundaries given.
+        length: N, the positions of the packed row.
+    """
+    if (not isinstance(cu_seqlens, Tensor) or cu_seqlens.dim() != 1 or cu_seqlens.dtype not in INTEGER_DTYPES
+            or cu_seqlens.numel() < 2):
+        got = (f"shape {tuple(cu_seqlens.shape)}, dtype {cu_seqlens.dtype}" if isinstance(cu_seqlens, Tensor)
+               else type(cu_seqlens).__name__)
+        raise ValueError(f"{owner}: cu_seqlens must be a 1-D int32/int64 tensor (D + 1,) of document boundaries "
+                         f"from 0 to N, got {got}")
+    bounds = [int(b) for b in cu_seqlens.tolist()]
+    if bounds[0] != 0 or bounds[-1] != length or any(stop <= start for start, stop in zip(bounds, bounds[1:])):
+        raise ValueError(f"{owner}: cu_seqlens must rise strictly from 0 to N = {length} (each document holds at "
+                         f"least one position), got {bounds}")
+    return bounds
+
+
+def document_ids(cu_seqlens: Tensor, length: int) -> Tensor:
+    """(N,) int64: the document of each position of the packed row."""
+    positions = torch.arange(length, device=cu_seqlens.device)
+    return torch.searchsorted(cu_seqlens.to(torch.int64), positions, right=True) - 1
+
+
+def positions_in_documents(cu_seqlens: Tensor, length: int) -> Tensor:
+    """(N,) int64: each position's offset from the start of its document (0 at every document start)."""
+    positions = torch.arange(length, device=cu_seqlens.device)
+    return positions - cu_seqlens.to(torch.int64)[document_ids(cu_seqlens, length)]
+
+
+def document_starts(cu_seqlens: Tensor, length: int) -> Tensor:
+    """(N,) bool: True at the first position of each document."""
+    return positions_in_documents(cu_seqlens, length) == 0
+
+
+def same_document(cu_seqlens: Tensor, length: int, causal: bool) -> Tensor:
+    """(N, N) bool: True where query i and key j are of one document (and j <= i if ``causal``)."""
+    ids = document_ids(cu_seqlens, length)
+    visible = ids[:, None] == ids[None, :]
+    return visible.tril() if causal else visible
+
+
+def select_document(state: State | None, index: int, per_sequence: tuple[str, ...]) -> State | None:
+    """Document ``index``'s entry of a packed state; None stays None.
+
+    Args:
+        state: the packed state (batch D).
+        index: the document.
+        per_sequence: the fields with one entry per sequence along dim 0; the others are shared.
+    """
+    if state is None:
+        return None
+    return type(state)(*(value[index : index + 1] if key in per_sequence else value
+                         for key, value in zip(state._fields, state)))
+
+
+def join_documents(
+    owner: str, states: Sequence[State], cache_entries: tuple[str, ...], per_sequence: tuple[str, ...]
+) -> State:
+    """The packed state (batch D) of the documents' states (batch 1 each), in order.
+
+    Args:
+        owner: name used in messages.
+        states: each document's state.
+        cache_entries: fields growing along dim 2 (caches), cut to the shortest capacity.
+        per_sequence: fields with one entry per sequence along dim 0, concatenated; the others are shared.
+
+    Raises:
+        ValueError: for cache states that hold different numbers of positions, which one state of one
+            ``length`` cannot hold.
+    """
+    first = states[0]
+    fields: list[object] = []
+    for key, value in zip(first._fields, first):
+        values = [getattr(state, key) for state in states]
+        if key not in per_sequence and (isinstance(value, Tensor) or len(set(values)) == 1):
+            fields.append(value)
+        elif isinstance(value, Tensor):
+            if key in cache_entries:
+                length = min(v.shape[2] for v in values)
+                values = [v[:, :, :length] for v in values]
+            fields.append(torch.cat(values, dim=0))
+        else:
+            raise ValueError(f"{owner}: the documents' states differ in {key} ({values}); a packed state of this "
+                             "attention (a cache of past keys) needs documents of equal length. Run the documents "
+                             "as a batch, or use an attention with a fixed-size state")
+    return type(first)(*fields)
