@@ -1,0 +1,297 @@
+"""Packed documents: a row of concatenated documents, re-laid as batches of documents and back.
+
+A packed row holds D documents end to end, with boundaries ``cu_seqlens`` as in flash-attn and FLA:
+a 1-D int32 or int64 tensor (D + 1,) that starts at 0, never decreases and ends at N, so document d
+covers positions [cu_seqlens[d], cu_seqlens[d + 1]); a document may be empty (two equal boundaries).
+The inputs then have a batch of one row, q (1, H, N, C). Every recurrent op serves such a row by the
+same re-layout, whatever backend runs it (compiled CPU kernels, CUDA kernels, the PyTorch paths):
+
+- documents are grouped by length class: lengths in (2^(c-1), 2^c] form class c (length 1 is class 0);
+- each class becomes one batch (G, H, L, ...) with L the longest length in it, each document right-
+  padded with zeros; one op call per class, each document starting from its own initial state;
+- the outputs are gathered back into packed order, the final states into document order.
+
+Zeros are neutral for every op: a padded position with k = v = 0, log-decay 0 (decay 1), log-gate 0
+and beta 0 leaves the state as it is, so the final states are exact, and the padded outputs are
+dropped, so their gradient is zero. Every document is padded to less than twice its length: the
+padded batches hold fewer than 2N positions in all, in at most floor(log2 N) + 1 op calls, however
+the lengths mix (no document is padded to the longest one in the row).
+
+The plan is derived once per call from ``cu_seqlens.tolist()``: on the CPU a plain read, on a GPU one
+synchronisation of the host with the device (pass cu_seqlens as a CPU tensor to avoid it). Gathers and
+scatters are ``index_select`` calls, so autograd routes gradients back exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+State = Tensor | tuple[Tensor, ...]
+"""An op's state: a tensor or a named tuple of tensors, each with the batch first."""
+Run = Callable[[dict[str, Tensor | None], State | None], tuple[Tensor, State | None]]
+"""(per-position tensors of one batch of documents, their initial states) -> (out, final states or None)."""
+
+_INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+@dataclass(frozen=True)
+class DocumentGroup:
+    """Documents of one length class, run as one batch.
+
+    Args:
+        documents: (G,) int64 indices of the documents, on the inputs' device.
+        length: L, the longest of their lengths (the batch's padded length).
+        gather: (G * L,) position of each batch slot in the packed row, N for a padded slot (a zero).
+    """
+
+    documents: Tensor
+    length: int
+    gather: Tensor
+
+
+@dataclass(frozen=True)
+class DocumentPlan:
+    """How a packed row is re-laid.
+
+    Args:
+        lengths: the documents' lengths.
+        groups: the non-empty documents by length class.
+        scatter: (N,) for each packed position, its slot in the groups' outputs laid end to end.
+        empty: (E,) int64 indices of the empty documents.
+        order: (D,) for each document, its row in the groups' final states followed by the empty documents'.
+    """
+
+    lengths: tuple[int, ...]
+    groups: tuple[DocumentGroup, ...]
+    scatter: Tensor
+    empty: Tensor
+    order: Tensor
+
+
+def check_cu_seqlens(owner: str, cu_seqlens: object, q: Tensor) -> list[int]:
+    """The document boundaries as host ints, or a ValueError saying what is wrong and what is allowed.
+
+    Args:
+        owner: the op, for messages.
+        cu_seqlens: the given boundaries.
+        q: (1, H, N, C) the packed queries.
+    """
+    allowed = "a 1-D int32 or int64 tensor (D + 1,) of boundaries from 0 to N, never decreasing"
+    if not isinstance(cu_seqlens, Tensor):
+        raise ValueError(f"{owner}: cu_seqlens must be {allowed}, got {type(cu_seqlens).__name__}")
+    if cu_seqlens.dtype not in _INDEX_DTYPES or cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
+        raise ValueError(
+            f"{owner}: cu_seqlens must be {allowed}, got dtype {cu_seqlens.dtype}, shape {tuple(cu_seqlens.shape)}"
+        )
+    if cu_seqlens.device.type != "cpu" and cu_seqlens.device != q.device:
+        raise ValueError(
+            f"{owner}: cu_seqlens must be on the CPU or on the inputs' device {q.device}, got {cu_seqlens.device}"
+        )
+    if q.dim() != 4 or q.shape[0] != 1:
+        raise ValueError(
+            f"{owner}: with cu_seqlens the documents are packed in one row: q must be (1, H, N, C), got "
+            f"{tuple(q.shape)}"
+        )
+    bounds = [int(b) for b in cu_seqlens.tolist()]
+    length = q.shape[2]
+    if bounds[0] != 0 or bounds[-1] != length:
+        raise ValueError(
+            f"{owner}: cu_seqlens must start at 0 and end at N = {length}, got {bounds[0]} ... {bounds[-1]}"
+        )
+    drops = [i for i in range(1, len(bounds)) if bounds[i] < bounds[i - 1]]
+    if drops:
+        i = drops[0]
+        raise ValueError(
+            f"{owner}: cu_seqlens must never decrease (empty documents, equal boundaries, are allowed), got "
+            f"{bounds[i - 1]} then {bounds[i]} at index {i}"
+        )
+    return bounds
+
+
+def length_class(length: int) -> int:
+    """The class c of a document length >= 1: lengths in (2^(c-1), 2^c] share a class."""
+    return (length - 1).bit_length()
+
+
+def plan_documents(bounds: Sequence[int], device: torch.device) -> DocumentPlan:
+    """The re-layout of a packed row with boundaries ``bounds`` (checked by ``check_cu_seqlens``).
+
+    Args:
+        bounds: D + 1 boundaries from 0 to N.
+        device: the inputs' device, where the index tensors go.
+    """
+    lengths = [end - start for start, end in zip(bounds[:-1], bounds[1:])]
+    total = bounds[-1]
+    classes: dict[int, list[int]] = {}
+    for document, length in enumerate(lengths):
+        if length:
+            classes.setdefault(length_class(length), []).append(document)
+    groups, scatter, rows = [], [0] * total, [0] * len(lengths)
+    slot = row = 0
+    for members in (classes[c] for c in sorted(classes)):
+        padded = max(lengths[d] for d in members)
+        gather = []
+        for document in members:
+            start, length = bounds[document], lengths[document]
+            gather.extend(range(start, start + length))
+            gather.extend([total] * (padded - length))  # the zero appended after the last position
+            scatter[start : start + length] = range(slot, slot + length)
+            slot += padded
+            rows[document] = row
+            row += 1
+        groups.append(DocumentGroup(_indices(members, device), padded, _indices(gather, device)))
+    empty = [d for d, length in enumerate(lengths) if not length]
+    for document in empty:
+        rows[document] = row
+        row += 1
+    return DocumentPlan(tuple(lengths), tuple(groups), _indices(scatter, device), _indices(empty, device),
+                        _indices(rows, device))
+
+
+def _indices(values: Sequence[int], device: torch.device) -> Tensor:
+    """int64 indices on ``device``, copied from the host without waiting for the device."""
+    return torch.tensor(values, dtype=torch.int64).to(device, non_blocking=True)
+
+
+def pack_group(x: Tensor, group: DocumentGroup) -> Tensor:
+    """A group's documents of a packed per-position tensor, right-padded with zeros.
+
+    Args:
+        x: (1, H, N, ...) the packed tensor.
+        group: the documents to take.
+
+    Returns:
+        (G, H, L, ...) one document per row.
+    """
+    rows = x[0]  # (H, N, ...)
+    padded = torch.cat([rows, rows.new_zeros(rows.shape[0], 1, *rows.shape[2:])], dim=1)  # (H, N + 1, ...)
+    taken = padded.index_select(1, group.gather)  # (H, G * L, ...)
+    batch = taken.view(rows.shape[0], -1, group.length, *rows.shape[2:])  # (H, G, L, ...)
+    return batch.movedim(1, 0).contiguous()  # (G, H, L, ...)
+
+
+def unpack_outputs(outputs: Sequence[Tensor], plan: DocumentPlan) -> Tensor:
+    """The groups' outputs (G, H, L, M) back in packed order (1, H, N, M), padded slots dropped."""
+    slots = torch.cat([out.movedim(0, 1).flatten(1, 2) for out in outputs], dim=1)  # (H, sum G L, M)
+    return slots.index_select(1, plan.scatter).unsqueeze(0)  # (1, H, N, M)
+
+
+def select_states(state: State | None, documents: Tensor) -> State | None:
+    """The rows ``documents`` of a state (a tensor or a named tuple of tensors, batch first)."""
+    if state is None or isinstance(state, Tensor):
+        return None if state is None else state.index_select(0, documents)
+    return type(state)(*(part.index_select(0, documents) for part in state))
+
+
+def concatenate_states(states: Sequence[State]) -> State:
+    """States of several batches as one, along the batch."""
+    if isinstance(states[0], Tensor):
+        return torch.cat(list(states), dim=0)
+    return type(states[0])(*(torch.cat(parts, dim=0) for parts in zip(*states)))
+
+
+def check_document_states(owner: str, initial_state: object, documents: int) -> None:
+    """Raise ValueError unless ``initial_state`` holds one state per document (batch D) in each of its tensors.
+
+    The rest (heads, widths, dtype, device) the op checks on each batch of documents.
+    """
+    parts = [initial_state] if isinstance(initial_state, Tensor) else initial_state
+    if not isinstance(parts, tuple | list) or not all(isinstance(part, Tensor) for part in parts):
+        raise ValueError(
+            f"{owner}: with cu_seqlens, initial_state must be the op's state with one row per document (batch D = "
+            f"{documents}), got {type(initial_state).__name__}"
+        )
+    for part in parts:
+        if part.dim() == 0 or part.shape[0] != documents:
+            raise ValueError(
+                f"{owner}: with cu_seqlens, initial_state holds one state per document: its batch must be D = "
+                f"{documents} (cu_seqlens has D + 1 = {documents + 1} entries), got shape {tuple(part.shape)}"
+            )
+
+
+def state_rows(x: Tensor, cu_seqlens: object) -> Tensor:
+    """``x`` (1, ...) expanded to one row per document of a packed row (a view), for checks of initial states.
+
+    Unchanged without cu_seqlens or where the row or the boundaries are malformed (their own checks refuse those).
+    """
+    if not isinstance(cu_seqlens, Tensor) or cu_seqlens.dim() != 1 or x.dim() == 0 or x.shape[0] != 1:
+        return x
+    return x.expand(max(cu_seqlens.numel() - 1, 0), *x.shape[1:])
+
+
+def packed_call(
+    owner: str,
+    run: Run,
+    per_position: dict[str, Tensor | None],
+    cu_seqlens: object,
+    initial_state: State | None,
+    return_state: bool,
+    zero_state: Callable[[int], State],
+) -> Tensor | tuple[Tensor, State]:
+    """An op over the documents of a packed row: checks, the plan, one op call per length class.
+
+    Args:
+        owner: the op, for messages.
+        run: the op on one batch of documents (no cu_seqlens), returning (out, final states).
+        per_position: the packed per-position tensors (1, H, N, ...) by argument name, q first.
+        cu_seqlens: (D + 1,) document boundaries (see the module's docstring).
+        initial_state: one state per document (batch D), or None for zeros.
+        return_state: also return the final state of each document.
+        zero_state: n -> n zero states.
+
+    Returns:
+        (1, H, N, M) outputs; with ``return_state`` also the final states (batch D).
+    """
+    bounds = check_cu_seqlens(owner, cu_seqlens, next(iter(per_position.values())))
+    if initial_state is not None:
+        check_document_states(owner, initial_state, len(bounds) - 1)
+    if len(bounds) == 2:  # one document: the row itself
+        out, final = run(per_position, initial_state)
+    else:
+        plan = plan_documents(bounds, per_position["q"].device)
+        out, final = run_documents(run, per_position, plan, initial_state, zero_state)
+    return (out, final) if return_state else out
+
+
+def run_documents(
+    run: Run,
+    per_position: dict[str, Tensor | None],
+    plan: DocumentPlan,
+    initial_state: State | None,
+    zero_state: Callable[[int], State],
+) -> tuple[Tensor, State]:
+    """Run an op over every document of a packed row, each from its own initial state.
+
+    Args:
+        run: the op on one batch of documents (no cu_seqlens).
+        per_position: the packed per-position tensors (1, H, N, ...) by argument name; None passes through.
+        plan: the re-layout (``plan_documents``).
+        initial_state: one state per document (batch D), or None for zeros.
+        zero_state: n -> n zero states (the final state of an empty document without an initial state).
+
+    Returns:
+        The packed outputs (1, H, N, M) and the final state of each document (batch D).
+    """
+    outputs, finals = [], []
+    for group in plan.groups:
+        tensors = {name: None if x is None else pack_group(x, group) for name, x in per_position.items()}
+        out, final = run(tensors, select_states(initial_state, group.documents))
+        outputs.append(out)
+        finals.append(final)
+    if plan.empty.numel():
+        empties = len(plan.lengths) - sum(group.documents.numel() for group in plan.groups)
+        finals.append(zero_state(empties) if initial_state is None else select_states(initial_state, plan.empty))
+    states = select_states(concatenate_states(finals), plan.order)
+    if outputs:
+        return unpack_outputs(outputs, plan), states
+    return _empty_output(run, per_position), states
+
+
+def _empty_output(run: Run, per_position: dict[str, Tensor | None]) -> Tensor:
+    """The (1, H, 0, M) output of a row without positions, from the op itself."""
+    out, _ = run(per_position, None)
+    return out
