@@ -172,7 +172,7 @@ class Attention(nn.Module):
             out, new_state = self.attend(q, k, v, causal=causal, key_padding_mask=None, state=state,
                                          return_state=return_state, cu_seqlens=cu_seqlens)
         else:
-            out, new_state = self.attend_documents(q, k, v, causal, state, return_state, bounds)
+            out, new_state = self.attend_documents(q, k, v, causal, state, return_state, cu_seqlens)
         if not return_state:
             return out
         if new_state is None:
@@ -181,7 +181,7 @@ class Attention(nn.Module):
 
     def attend_documents(
         self, q: Tensor, k: Tensor, v: Tensor, causal: bool, state: State | None, return_state: bool,
-        bounds: list[int],
+        cu_seqlens: Tensor,
     ) -> tuple[Tensor, State | None]:
         """Each packed document alone through ``attend``: the reference of every packed form.
 
@@ -192,11 +192,12 @@ class Attention(nn.Module):
             causal: query i sees keys 0..i of its document.
             state: the documents' states (batch D) or None.
             return_state: also return the documents' states after them (batch D).
-            bounds: the D + 1 document boundaries, from 0 to N.
+            cu_seqlens: (D + 1,) the document boundaries, from 0 to N.
 
         Returns:
             (1, H, N, M) and the joined states (or None).
         """
+        bounds = check_cu_seqlens(type(self).__name__, cu_seqlens, q.shape[2])
         outs, states = [], []
         per_sequence = self.per_sequence_fields(q, v) if state is not None or return_state else ()
         for index, (start, stop) in enumerate(zip(bounds, bounds[1:])):

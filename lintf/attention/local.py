@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lintf.attention.base import Attention, State
-from lintf.attention.documents import check_cu_seqlens, document_ids
+from lintf.attention.documents import document_ids
 from lintf.attention.masking import masked_softmax
 from lintf.ops import accumulation_dtype
 from lintf.registry import register_attention
@@ -71,8 +71,7 @@ class LocalAttention(Attention):
         return_state: bool, cu_seqlens: Tensor | None = None,
     ) -> tuple[Tensor, State | None]:
         if cu_seqlens is not None and (state is not None or return_state):  # each document's window is its own
-            bounds = check_cu_seqlens(type(self).__name__, cu_seqlens, q.shape[2])
-            return self.attend_documents(q, k, v, causal, state, return_state, bounds)
+            return self.attend_documents(q, k, v, causal, state, return_state, cu_seqlens)
         batch, heads, _, _ = q.shape
         acc = accumulation_dtype(v.dtype)
         with torch.autocast(q.device.type, enabled=False):

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from lintf.attention.base import Attention, State
 from lintf.attention.cache import append_position, causal_visibility, empty_kv_cache, extend_cache
-from lintf.attention.documents import check_cu_seqlens, same_document
+from lintf.attention.documents import same_document
 from lintf.attention.masking import visible_keys
 from lintf.attention.state import KVCache
 from lintf.registry import register_attention
@@ -43,8 +43,7 @@ class SoftmaxAttention(Attention):
     ) -> tuple[Tensor, State | None]:
         if cu_seqlens is not None:
             if state is not None or return_state:  # each document's cache is its own
-                bounds = check_cu_seqlens(type(self).__name__, cu_seqlens, q.shape[2])
-                return self.attend_documents(q, k, v, causal, state, return_state, bounds)
+                return self.attend_documents(q, k, v, causal, state, return_state, cu_seqlens)
             visible = same_document(cu_seqlens, q.shape[2], causal)[None, None]  # (1, 1, N, N)
             return self._attend_visible(q, k, v, visible), None
         if state is None and not return_state:

@@ -121,3 +121,24 @@ def test_bad_packed_inputs_are_refused(name):
     two_rows = [torch.cat([t, t]) for t in (q, k, v)]
     with pytest.raises(ValueError, match=r"one row of N positions: q, k, v must be \(1, H, N"):
         attention(*two_rows, causal=False, cu_seqlens=boundaries((3, 4)))
+
+
+def packed_natively() -> list[str]:
+    return [n for n in causal_attention_names() if ATTENTIONS.get(n).supports_packed]
+
+
+def test_the_recurrent_softmax_and_local_attentions_take_packed_documents_natively():
+    assert {"softmax", "local", "linear", "gated_linear", "retention", "gla", "delta_net",
+            "gated_delta_net"} <= set(packed_natively())
+
+
+@pytest.mark.parametrize("name", packed_natively())
+def test_a_native_causal_packed_call_runs_once_for_the_whole_row(name, monkeypatch):
+    attention = build_packed(name, causal=True)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{name} ran its documents one at a time")
+
+    monkeypatch.setattr(attention, "attend_documents", refuse)
+    q, k, v = packed_inputs(attention)
+    assert packed(attention, q, k, v, LENGTHS, True).shape == v.shape
