@@ -63,6 +63,24 @@ def same_document(cu_seqlens: Tensor, length: int, causal: bool) -> Tensor:
     return visible.tril() if causal else visible
 
 
+def document_chunks(bounds: list[int], size: int) -> list[tuple[int, int]]:
+    """Consecutive documents grouped into chunks of at most ``size`` positions (or one longer document each).
+
+    Args:
+        bounds: the D + 1 document boundaries, from 0 to N.
+        size: the most positions a chunk of several documents holds.
+
+    Returns:
+        (start, stop) of each chunk, in order, covering 0..N.
+    """
+    chunks, start = [], 0
+    for stop, after in zip(bounds[1:], bounds[2:] + [None]):
+        if after is None or after - start > size:
+            chunks.append((start, stop))
+            start = stop
+    return chunks
+
+
 def select_document(state: State | None, index: int, per_sequence: tuple[str, ...]) -> State | None:
     """Document ``index``'s entry of a packed state; None stays None.
 

@@ -142,3 +142,16 @@ def test_a_native_causal_packed_call_runs_once_for_the_whole_row(name, monkeypat
     monkeypatch.setattr(attention, "attend_documents", refuse)
     q, k, v = packed_inputs(attention)
     assert packed(attention, q, k, v, LENGTHS, True).shape == v.shape
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_softmax_attends_packed_documents_in_chunks_of_whole_documents(causal, monkeypatch):
+    monkeypatch.setattr("lintf.attention.softmax.PACKED_CHUNK", 6)  # chunks (5, 1), (7), (3): one longer than 6
+    attention = build_packed("softmax", causal)
+    q, k, v = packed_inputs(attention)
+    want = alone(attention, q, k, v, LENGTHS, causal)
+    got = packed(attention, q, k, v, LENGTHS, causal)
+    torch.testing.assert_close(got, want, **TIGHT)
+    upstream = torch.randn_like(want)
+    for a, b in zip(torch.autograd.grad(got, (q, k, v), upstream), torch.autograd.grad(want, (q, k, v), upstream)):
+        torch.testing.assert_close(a, b, **TIGHT)
