@@ -136,18 +136,18 @@ def report(args: argparse.Namespace, layouts: dict[str, list[dict[str, Any]]], d
     lines = [
         "# Packed documents against padded rows: training tokens per second",
         "",
-        f"Command: `OMP_NUM_THREADS={torch.get_num_threads()} python -m benchmarks.packed_documents"
-        f"{''.join(' ' + a for a in sys.argv[1:])}`",
+        (f"Command: `OMP_NUM_THREADS={torch.get_num_threads()} python -m benchmarks.packed_documents"
+        f"{''.join(' ' + a for a in sys.argv[1:])}`"),
         "",
-        f"{len(docs)} documents (King James verses, UTF-8 bytes; median {lengths[len(lengths) // 2]}, longest "
+        (f"{len(docs)} documents (King James verses, UTF-8 bytes; median {lengths[len(lengths) // 2]}, longest "
         f"{lengths[-1]} bytes); rows of {args.length} inputs, {args.batch} rows per step; d_model {args.d_model}, "
         f"{args.layers} layers, {args.heads} heads; {args.rounds} rounds of {args.warmup} untimed + {args.steps} "
         f"timed steps per layout; torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
-        f"{platform.processor() or platform.machine()}.",
+        f"{platform.processor() or platform.machine()}."),
         "",
-        f"Padding: the padded layout's rows hold {text['padded'] / positions['padded']:.0%} text "
+        (f"Padding: the padded layout's rows hold {text['padded'] / positions['padded']:.0%} text "
         f"({len(layouts['padded'])} steps per pass over the documents); packed rows hold 100% "
-        f"({len(layouts['packed'])} steps).",
+        f"({len(layouts['packed'])} steps)."),
         "",
         "| attention | padded tokens/s | packed tokens/s | packed / padded |",
         "|---|---|---|---|",

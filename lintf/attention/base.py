@@ -47,6 +47,7 @@ Subclasses implement ``attend`` / ``attend_step`` / ``init_state``; the public `
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, ClassVar
 
 import torch
@@ -200,7 +201,7 @@ class Attention(nn.Module):
         bounds = check_cu_seqlens(type(self).__name__, cu_seqlens, q.shape[2])
         outs, states = [], []
         per_sequence = self.per_sequence_fields(q, v) if state is not None or return_state else ()
-        for index, (start, stop) in enumerate(zip(bounds, bounds[1:])):
+        for index, (start, stop) in enumerate(itertools.pairwise(bounds)):
             out, new_state = self.attend(
                 q[:, :, start:stop], k[:, :, start:stop], v[:, :, start:stop], causal=causal, key_padding_mask=None,
                 state=select_document(state, index, per_sequence), return_state=return_state,

@@ -8,6 +8,7 @@ document (batch D), in the order of the documents.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import torch
@@ -33,7 +34,7 @@ def check_cu_seqlens(owner: str, cu_seqlens: object, length: int) -> list[int]:
         raise ValueError(f"{owner}: cu_seqlens must be a 1-D int32/int64 tensor (D + 1,) of document boundaries "
                          f"from 0 to N, got {got}")
     bounds = [int(b) for b in cu_seqlens.tolist()]
-    if bounds[0] != 0 or bounds[-1] != length or any(stop <= start for start, stop in zip(bounds, bounds[1:])):
+    if bounds[0] != 0 or bounds[-1] != length or any(stop <= start for start, stop in itertools.pairwise(bounds)):
         raise ValueError(f"{owner}: cu_seqlens must rise strictly from 0 to N = {length} (each document holds at "
                          f"least one position), got {bounds}")
     return bounds

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -67,7 +69,7 @@ class SoftmaxAttention(Attention):
         """Packed documents (1, H, N, .) in chunks of consecutive documents, batched: (1, H, N, M)."""
         length = q.shape[2]
         bounds = check_cu_seqlens(type(self).__name__, cu_seqlens, length)
-        chunks = document_chunks(bounds, max(PACKED_CHUNK, max(b - a for a, b in zip(bounds, bounds[1:]))))
+        chunks = document_chunks(bounds, max(PACKED_CHUNK, max(b - a for a, b in itertools.pairwise(bounds))))
         size = max(stop - start for start, stop in chunks)
         slots = torch.full((len(chunks), size), length, dtype=torch.long)  # position of each slot; N: empty
         for index, (start, stop) in enumerate(chunks):

@@ -17,6 +17,7 @@ across a document start, and states hold one entry per document (batch D). A rec
 
 from __future__ import annotations
 
+import itertools
 from typing import ClassVar, Literal, NamedTuple
 
 import torch
@@ -184,7 +185,7 @@ class RecipeLayer(nn.Module):
         """Each packed document alone through ``forward``: (1, N, d_model) and the documents' states (batch D)."""
         bounds, fields = cu_seqlens.tolist(), RecipeState._fields
         runs = [self.forward(x[:, start:stop], True, None, select_document(state, index, fields), return_state)
-                for index, (start, stop) in enumerate(zip(bounds, bounds[1:]))]
+                for index, (start, stop) in enumerate(itertools.pairwise(bounds))]
         out = torch.cat([part for part, _ in runs], dim=1)  # (1, N, d_model)
         joined = join_documents(type(self).__name__, [s for _, s in runs], (), fields) if return_state else None
         return out, joined

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Literal
 
 import torch
@@ -61,12 +62,12 @@ class ShortConvolution(nn.Conv1d):
         window = self.kernel_size[0] - 1
         bounds = cu_seqlens.tolist()
         inputs, cache = x[0].transpose(0, 1), cache.to(x.dtype)  # (C, N), (D, C, K - 1)
-        pieces = [part for d, (start, stop) in enumerate(zip(bounds, bounds[1:]))
+        pieces = [part for d, (start, stop) in enumerate(itertools.pairwise(bounds))
                   for part in (cache[d], inputs[:, start:stop])]
         full = torch.cat(pieces, dim=-1)[None]  # (1, C, N + D (K - 1))
         out = self._convolve(full)[0]  # (C, N + (D - 1)(K - 1)): outputs at each position after K - 1
         # document d's positions sit d (K - 1) outputs further on, its last K - 1 inputs end there + K - 1
-        lengths = torch.tensor([stop - start for start, stop in zip(bounds, bounds[1:])], device=x.device)
+        lengths = torch.tensor([stop - start for start, stop in itertools.pairwise(bounds)], device=x.device)
         shift = (torch.arange(len(lengths), device=x.device) * window).repeat_interleave(lengths)  # (N,)
         positions = torch.arange(x.shape[1], device=x.device) + shift  # (N,)
         ends = [stop + (d + 1) * window for d, stop in enumerate(bounds[1:])]

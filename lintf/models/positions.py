@@ -8,6 +8,7 @@ document start.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Literal
 
@@ -69,7 +70,7 @@ class Positions(nn.Module):
             length: N, the positions of the row.
         """
         bounds = check_cu_seqlens("positions", cu_seqlens, length)
-        longest = max(stop - start for start, stop in zip(bounds, bounds[1:]))
+        longest = max(stop - start for start, stop in itertools.pairwise(bounds))
         offsets = positions_in_documents(cu_seqlens, length)  # (N,)
         table = self.forward(longest)  # (longest, d_model)
         return table[offsets.to(table.device)]

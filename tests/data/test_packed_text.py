@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -36,8 +37,8 @@ def documents_of(count: int) -> list[str]:
 
 
 def data(path, **options) -> PackedTextData:
-    settings = dict(segment_length=32, batch_size=3, eval_length=40, eval_batch_size=2, val_fraction=0.1,
-                    test_fraction=0.1)
+    settings = {"segment_length": 32, "batch_size": 3, "eval_length": 40, "eval_batch_size": 2, "val_fraction": 0.1,
+                    "test_fraction": 0.1}
     settings.update(options)
     module = PackedTextData(path=str(path), **settings)
     return module
@@ -47,7 +48,7 @@ def pieces(batch, decode):
     """Each document piece of a packed batch: (its text, its targets, whether it starts at a row start)."""
     bounds, row = batch["cu_seqlens"].tolist(), batch["inputs"].shape[1] // batch["start"].numel()
     inputs, targets = batch["inputs"][0], batch["targets"][0]
-    return [(decode(inputs[a:b].tolist()), targets[a:b], a % row == 0) for a, b in zip(bounds, bounds[1:])]
+    return [(decode(inputs[a:b].tolist()), targets[a:b], a % row == 0) for a, b in itertools.pairwise(bounds)]
 
 
 def test_a_directory_packs_full_rows_of_single_document_pieces(tmp_path):
@@ -102,15 +103,15 @@ def test_one_file_is_cut_at_the_separator(tmp_path):
 def test_bad_sources_say_what_is_wrong(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataSourceError, match="holds no .txt file"):
-        data(tmp_path / "empty", document_separator=None).documents
+        _ = data(tmp_path / "empty", document_separator=None).documents
     path = tmp_path / "corpus.txt"
     path.write_text("\n\n".join(documents_of(5)))
     with pytest.raises(ValueError, match=r"document_separator '<\|endoftext\|>' is never found in"):
-        data(path, document_separator="<|endoftext|>").documents
+        _ = data(path, document_separator="<|endoftext|>").documents
     with pytest.raises(ValueError, match="is one text, so one document; give document_separator"):
-        data(path, document_separator=None).documents
+        _ = data(path, document_separator=None).documents
     with pytest.raises(ValueError, match="2 documents found; .* give at least 3"):
-        data(write_documents(tmp_path / "two", documents_of(2)), document_separator=None).documents
+        _ = data(write_documents(tmp_path / "two", documents_of(2)), document_separator=None).documents
     with pytest.raises(ValueError, match="non-empty string"):
         data(path, document_separator="")
     short = data(write_documents(tmp_path / "short", documents_of(3)), document_separator=None, segment_length=500)

@@ -90,13 +90,13 @@ def encoder(attention, layer="projections", **options) -> TransformerEncoder:
 
 
 STACKS = {
-    "softmax": dict(attention=["softmax", "softmax"]),
-    "linear": dict(attention=["linear", "linear"]),
-    "hybrid": dict(attention=["gated_delta_net", "linear", "local"]),
-    "hybrid with a recipe": dict(attention=["gated_delta_net", "gla", "softmax"],
-                                 layer=["recipe", "recipe", "projections"]),
-    "reversible": dict(attention=["retention", "local"], reversible=True),
-    "post-norm": dict(attention=["gated_linear", "delta_net"], norm="post"),
+    "softmax": {"attention": ["softmax", "softmax"]},
+    "linear": {"attention": ["linear", "linear"]},
+    "hybrid": {"attention": ["gated_delta_net", "linear", "local"]},
+    "hybrid with a recipe": {"attention": ["gated_delta_net", "gla", "softmax"],
+                                 "layer": ["recipe", "recipe", "projections"]},
+    "reversible": {"attention": ["retention", "local"], "reversible": True},
+    "post-norm": {"attention": ["gated_linear", "delta_net"], "norm": "post"},
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import lightning.pytorch as pl
 import pytest
 import torch
@@ -34,7 +36,7 @@ def test_the_packed_loss_is_the_loss_of_each_document_piece_alone():
     bounds = batch["cu_seqlens"].tolist()
     total, count = 0.0, 0
     with torch.no_grad():
-        for start, stop in zip(bounds, bounds[1:]):
+        for start, stop in itertools.pairwise(bounds):
             targets = batch["targets"][0, start:stop]
             logits = task(batch["inputs"][:, start:stop])[0]  # the piece alone, positions from 0
             kept = targets != IGNORE
