@@ -72,13 +72,14 @@ class DocumentPlan:
     order: Tensor
 
 
-def check_cu_seqlens(owner: str, cu_seqlens: object, q: Tensor) -> list[int]:
+def check_cu_seqlens(owner: str, cu_seqlens: object, q: Tensor, length: int | None = None) -> list[int]:
     """The document boundaries as host ints, or a ValueError saying what is wrong and what is allowed.
 
     Args:
         owner: the op, for messages.
         cu_seqlens: the given boundaries.
         q: (1, H, N, C) the packed queries.
+        length: the row's length if not N (a sequence split across ranks: the whole sequence's).
     """
     allowed = "a 1-D int32 or int64 tensor (D + 1,) of boundaries from 0 to N, never decreasing"
     if not isinstance(cu_seqlens, Tensor):
@@ -97,7 +98,7 @@ def check_cu_seqlens(owner: str, cu_seqlens: object, q: Tensor) -> list[int]:
             f"{tuple(q.shape)}"
         )
     bounds = [int(b) for b in cu_seqlens.tolist()]
-    length = q.shape[2]
+    length = q.shape[2] if length is None else length
     if bounds[0] != 0 or bounds[-1] != length:
         raise ValueError(
             f"{owner}: cu_seqlens must start at 0 and end at N = {length}, got {bounds[0]} ... {bounds[-1]}"
@@ -110,6 +111,22 @@ def check_cu_seqlens(owner: str, cu_seqlens: object, q: Tensor) -> list[int]:
             f"{bounds[i - 1]} then {bounds[i]} at index {i}"
         )
     return bounds
+
+
+def local_boundaries(bounds: Sequence[int], start: int, length: int) -> tuple[list[int], bool]:
+    """The boundaries inside positions [start, start + length) of a packed row, counted from ``start``.
+
+    Args:
+        bounds: the row's boundaries (``check_cu_seqlens``).
+        start: the first position of the part (a rank's part of a split row).
+        length: the part's length.
+
+    Returns:
+        The part's boundaries from 0 to ``length`` (its first document continues one begun before ``start``
+        unless the flag says otherwise) and whether a document starts at ``start``.
+    """
+    inside = sorted({b - start for b in bounds if start < b < start + length})
+    return [0, *inside, length], start in bounds[:-1]
 
 
 def length_class(length: int) -> int:
