@@ -14,8 +14,8 @@ same re-layout, whatever backend runs it (compiled CPU kernels, CUDA kernels, th
 Zeros are neutral for every op: a padded position with k = v = 0, log-decay 0 (decay 1), log-gate 0
 and beta 0 leaves the state as it is, so the final states are exact, and the padded outputs are
 dropped, so their gradient is zero. Every document is padded to less than twice its length: the
-padded batches hold fewer than 2N positions in all, in at most floor(log2 N) + 1 op calls, however
-the lengths mix (no document is padded to the longest one in the row).
+padded batches hold fewer than 2N positions in all, in at most ceil(log2 L) + 1 op calls (L the
+longest document), however the lengths mix (no document is padded to the longest one in the row).
 
 The plan is derived once per call from ``cu_seqlens.tolist()``: on the CPU a plain read, on a GPU one
 synchronisation of the host with the device (pass cu_seqlens as a CPU tensor to avoid it). Gathers and
@@ -228,16 +228,6 @@ def check_document_states(owner: str, initial_state: object, documents: int) -> 
                 f"{owner}: with cu_seqlens, initial_state holds one state per document: its batch must be D = "
                 f"{documents} (cu_seqlens has D + 1 = {documents + 1} entries), got shape {tuple(part.shape)}"
             )
-
-
-def state_rows(x: Tensor, cu_seqlens: object) -> Tensor:
-    """``x`` (1, ...) expanded to one row per document of a packed row (a view), for checks of initial states.
-
-    Unchanged without cu_seqlens or where the row or the boundaries are malformed (their own checks refuse those).
-    """
-    if not isinstance(cu_seqlens, Tensor) or cu_seqlens.dim() != 1 or x.dim() == 0 or x.shape[0] != 1:
-        return x
-    return x.expand(max(cu_seqlens.numel() - 1, 0), *x.shape[1:])
 
 
 def packed_call(
