@@ -201,14 +201,19 @@ def select_states(state: State | None, documents: Tensor) -> State | None:
     """The rows ``documents`` of a state (a tensor or a named tuple of tensors, batch first)."""
     if state is None or isinstance(state, Tensor):
         return None if state is None else state.index_select(0, documents)
-    return type(state)(*(part.index_select(0, documents) for part in state))
+    return _rebuild(state, [part.index_select(0, documents) for part in state])
 
 
 def concatenate_states(states: Sequence[State]) -> State:
     """States of several batches as one, along the batch."""
     if isinstance(states[0], Tensor):
         return torch.cat(list(states), dim=0)
-    return type(states[0])(*(torch.cat(parts, dim=0) for parts in zip(*states)))
+    return _rebuild(states[0], [torch.cat(parts, dim=0) for parts in zip(*states)])
+
+
+def _rebuild(like: tuple | list, parts: list[Tensor]) -> tuple | list:
+    """``parts`` in the container type of ``like``: a named tuple, a tuple or a list."""
+    return type(like)(parts) if type(like) in (tuple, list) else type(like)(*parts)
 
 
 def check_document_states(owner: str, initial_state: object, documents: int) -> None:
