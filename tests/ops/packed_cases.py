@@ -13,8 +13,15 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from lintf.ops import (LinearAttentionState, causal_dot_product, causal_linear_attention, decayed_dot_product,
-                       decayed_linear_attention, delta_rule, gated_linear_attention)
+from lintf.ops import (
+    LinearAttentionState,
+    causal_dot_product,
+    causal_linear_attention,
+    decayed_dot_product,
+    decayed_linear_attention,
+    delta_rule,
+    gated_linear_attention,
+)
 
 H, C, M = 2, 5, 3
 # 1, chunk - 1, chunk, chunk + 1 for the CPU kernels' 32-position chunks and the PyTorch paths' 64, an empty
@@ -98,7 +105,8 @@ def _with_gradients(x: dict, out: torch.Tensor, finals: list[torch.Tensor]) -> l
     if len(finals) > 1:
         loss = loss + (finals[1] * upstream["z"]).sum()
     leaves = list(x["leaves"].values())
-    return [out.detach(), *(f.detach() for f in finals), *torch.autograd.grad(loss, leaves, allow_unused=True, materialize_grads=True)]
+    gradients = torch.autograd.grad(loss, leaves, allow_unused=True, materialize_grads=True)  # an empty row uses none
+    return [out.detach(), *(f.detach() for f in finals), *gradients]
 
 
 def packed(name: str, x: dict, cu_seqlens: torch.Tensor) -> list[torch.Tensor]:

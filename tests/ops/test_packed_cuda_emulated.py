@@ -18,7 +18,12 @@ import torch
 import torch.nn.functional as F
 
 from lintf.ops.common.documents import plan_documents, run_documents
-from tests.ops.causal.cuda_emulation.loader import CSRC, EMULATION, cuda_headers, load_emulated
+from tests.ops.causal.cuda_emulation.loader import (
+    CSRC,
+    EMULATION,
+    cuda_headers,
+    load_emulated,
+)
 
 H, C, M = 2, 16, 16
 LENGTHS = [1, 63, 0, 64, 65, 3, 130]

@@ -13,7 +13,15 @@ import pytest
 import torch
 
 from lintf.ops import cpu_vector_paths, decayed_linear_attention, extension
-from tests.ops.packed_cases import LENGTHS, OPS, alone, assert_same, boundaries, draw, packed
+from tests.ops.packed_cases import (
+    LENGTHS,
+    OPS,
+    alone,
+    assert_same,
+    boundaries,
+    draw,
+    packed,
+)
 
 BACKENDS = ["avx512", "avx2", "portable", "pytorch"]
 

@@ -65,6 +65,6 @@ def test_the_bidirectional_decayed_attention_takes_no_boundaries():
     from lintf.ops import decayed_linear_attention
 
     x = draw("decayed_linear_attention", LENGTHS)["leaves"]
-    with pytest.raises(ValueError, match="cu_seqlens need causal=True"):
+    with pytest.raises(ValueError, match="cu_seqlens needs causal=True, got causal=False"):
         decayed_linear_attention(x["q"], x["k"], x["v"], x["log_decay"], causal=False,
                                  cu_seqlens=torch.tensor([0, 3, 7]))

@@ -44,13 +44,13 @@ class DocumentGroup:
 
     Args:
         documents: (G,) int64 indices of the documents, on the inputs' device.
+        count: G.
         length: L, the longest of their lengths (the batch's padded length).
-        gather: (G * L,) position of each batch slot in the packed row, N for a padded slot (a zero).
     """
 
     documents: Tensor
+    count: int
     length: int
-    gather: Tensor
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,8 @@ class DocumentPlan:
     Args:
         lengths: the documents' lengths.
         groups: the non-empty documents by length class.
+        gather: (sum G L,) the packed position of each slot of the groups' batches laid end to end, N for a
+            padded slot (a zero appended to the row).
         scatter: (N,) for each packed position, its slot in the groups' outputs laid end to end.
         empty: (E,) int64 indices of the empty documents.
         order: (D,) for each document, its row in the groups' final states followed by the empty documents'.
@@ -67,6 +69,7 @@ class DocumentPlan:
 
     lengths: tuple[int, ...]
     groups: tuple[DocumentGroup, ...]
+    gather: Tensor
     scatter: Tensor
     empty: Tensor
     order: Tensor
@@ -142,31 +145,41 @@ def plan_documents(bounds: Sequence[int], device: torch.device) -> DocumentPlan:
         device: the inputs' device, where the index tensors go.
     """
     lengths = [end - start for start, end in zip(bounds[:-1], bounds[1:])]
-    total = bounds[-1]
     classes: dict[int, list[int]] = {}
     for document, length in enumerate(lengths):
         if length:
             classes.setdefault(length_class(length), []).append(document)
-    groups, scatter, rows = [], [0] * total, [0] * len(lengths)
-    slot = row = 0
-    for members in (classes[c] for c in sorted(classes)):
-        padded = max(lengths[d] for d in members)
-        gather = []
-        for document in members:
-            start, length = bounds[document], lengths[document]
-            gather.extend(range(start, start + length))
-            gather.extend([total] * (padded - length))  # the zero appended after the last position
-            scatter[start : start + length] = range(slot, slot + length)
-            slot += padded
-            rows[document] = row
-            row += 1
-        groups.append(DocumentGroup(_indices(members, device), padded, _indices(gather, device)))
+    members = [classes[c] for c in sorted(classes)]
+    groups = [DocumentGroup(_indices(docs, device), len(docs), max(lengths[d] for d in docs)) for docs in members]
     empty = [d for d, length in enumerate(lengths) if not length]
-    for document in empty:
-        rows[document] = row
-        row += 1
-    return DocumentPlan(tuple(lengths), tuple(groups), _indices(scatter, device), _indices(empty, device),
-                        _indices(rows, device))
+    order = [d for docs in members for d in docs] + empty  # the documents' rows in the batches, then the empty
+    rows = torch.empty(len(lengths), dtype=torch.int64)
+    rows[order] = torch.arange(len(order))
+    gather, scatter = _slots(bounds, lengths, members, groups)
+    return DocumentPlan(tuple(lengths), tuple(groups), gather.to(device, non_blocking=True),
+                        scatter.to(device, non_blocking=True), _indices(empty, device),
+                        rows.to(device, non_blocking=True))
+
+
+def _slots(
+    bounds: Sequence[int], lengths: list[int], members: list[list[int]], groups: list[DocumentGroup]
+) -> tuple[Tensor, Tensor]:
+    """(gather, scatter) of ``DocumentPlan``, computed on the host with vector ops (no loop over positions)."""
+    total = bounds[-1]
+    starts, sizes = torch.tensor(bounds[:-1], dtype=torch.int64), torch.tensor(lengths, dtype=torch.int64)
+    gathers, bases = [], torch.zeros(len(lengths), dtype=torch.int64)
+    slot = 0
+    for docs, group in zip(members, groups):
+        index = torch.tensor(docs, dtype=torch.int64)
+        offsets = torch.arange(group.length)  # (L,)
+        positions = starts[index, None] + offsets  # (G, L)
+        gathers.append(torch.where(offsets < sizes[index, None], positions, total).flatten())  # padded: the zero
+        bases[index] = slot + group.length * torch.arange(group.count)
+        slot += group.count * group.length
+    # position p of document d lies in slot bases[d] + (p - starts[d])
+    scatter = torch.repeat_interleave(bases - starts, sizes, output_size=total) + torch.arange(total)
+    gather = torch.cat(gathers) if gathers else torch.zeros(0, dtype=torch.int64)
+    return gather, scatter
 
 
 def _indices(values: Sequence[int], device: torch.device) -> Tensor:
@@ -174,21 +187,27 @@ def _indices(values: Sequence[int], device: torch.device) -> Tensor:
     return torch.tensor(values, dtype=torch.int64).to(device, non_blocking=True)
 
 
-def pack_group(x: Tensor, group: DocumentGroup) -> Tensor:
-    """A group's documents of a packed per-position tensor, right-padded with zeros.
+def pack_groups(x: Tensor, plan: DocumentPlan) -> list[Tensor]:
+    """Each group's documents of a packed per-position tensor, right-padded with zeros.
+
+    One copy of the row and one gather for all groups, so the work (and the backward's) is O(N) whatever
+    the number of groups.
 
     Args:
         x: (1, H, N, ...) the packed tensor.
-        group: the documents to take.
+        plan: the re-layout.
 
     Returns:
-        (G, H, L, ...) one document per row.
+        For each group, (G, H, L, ...) one document per row (a view of one gathered tensor).
     """
-    rows = x[0]  # (H, N, ...)
+    rows = x.reshape(x.shape[1:])  # (H, N, ...)
     padded = torch.cat([rows, rows.new_zeros(rows.shape[0], 1, *rows.shape[2:])], dim=1)  # (H, N + 1, ...)
-    taken = padded.index_select(1, group.gather)  # (H, G * L, ...)
-    batch = taken.view(rows.shape[0], -1, group.length, *rows.shape[2:])  # (H, G, L, ...)
-    return batch.movedim(1, 0).contiguous()  # (G, H, L, ...)
+    taken = padded.index_select(1, plan.gather)  # (H, sum G L, ...)
+    parts = taken.split([group.count * group.length for group in plan.groups], dim=1)
+    return [
+        part.view(rows.shape[0], group.count, group.length, *rows.shape[2:]).movedim(1, 0)  # (G, H, L, ...)
+        for part, group in zip(parts, plan.groups)
+    ]
 
 
 def unpack_outputs(outputs: Sequence[Tensor], plan: DocumentPlan) -> Tensor:
@@ -289,13 +308,15 @@ def run_documents(
         The packed outputs (1, H, N, M) and the final state of each document (batch D).
     """
     outputs, finals = [], []
-    for group in plan.groups:
-        tensors = {name: None if x is None else pack_group(x, group) for name, x in per_position.items()}
+    batches = {name: [None] * len(plan.groups) if x is None else pack_groups(x, plan)
+               for name, x in per_position.items()}
+    for index, group in enumerate(plan.groups):
+        tensors = {name: parts[index] for name, parts in batches.items()}
         out, final = run(tensors, select_states(initial_state, group.documents))
         outputs.append(out)
         finals.append(final)
     if plan.empty.numel():
-        empties = len(plan.lengths) - sum(group.documents.numel() for group in plan.groups)
+        empties = len(plan.lengths) - sum(group.count for group in plan.groups)
         finals.append(zero_state(empties) if initial_state is None else select_states(initial_state, plan.empty))
     states = select_states(concatenate_states(finals), plan.order)
     if outputs:

@@ -231,10 +231,10 @@ def decayed_linear_attention(
         (B, H, N, M) in the dtype of v; with ``return_state`` the pair (out, LinearAttentionState).
     """
     check_eps("decayed linear attention", eps)
-    if not causal and (initial_state is not None or return_state or cu_seqlens is not None):
-        raise ValueError(
-            "decayed linear attention: initial_state, return_state and cu_seqlens need causal=True, got causal=False"
-        )
+    if not causal and (initial_state is not None or return_state):
+        raise ValueError("decayed linear attention: initial_state and return_state need causal=True, got causal=False")
+    if not causal and cu_seqlens is not None:
+        raise ValueError("decayed linear attention: cu_seqlens needs causal=True, got causal=False")
     if cu_seqlens is not None:
         return _packed_decayed_linear_attention(q, k, v, log_decay, eps, chunk_size, initial_state, return_state,
                                                 cu_seqlens)
