@@ -32,7 +32,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from lintf.ops.causal.sequence_parallel import check_group_inputs, gather_from_ranks
-from lintf.ops.common.documents import check_cu_seqlens, local_boundaries
+from lintf.ops.common.boundaries import check_cu_seqlens, local_boundaries
 from lintf.ops.common.dtypes import accumulation_dtype
 from lintf.ops.decayed.product import decayed_dot_product
 from lintf.ops.delta.rule import delta_rule

@@ -29,7 +29,7 @@ from torch import Tensor
 from lintf.ops.causal.product import causal_dot_product, causal_linear_attention
 from lintf.ops.causal.state import LinearAttentionState
 from lintf.ops.common.arguments import check_eps
-from lintf.ops.common.documents import check_cu_seqlens, local_boundaries
+from lintf.ops.common.boundaries import check_cu_seqlens, local_boundaries
 from lintf.ops.common.dtypes import accumulation_dtype
 
 

@@ -7,12 +7,8 @@ import math
 import pytest
 import torch
 
-from lintf.ops.common.documents import (
-    local_boundaries,
-    pack_groups,
-    plan_documents,
-    unpack_outputs,
-)
+from lintf.ops.common.boundaries import local_boundaries
+from lintf.ops.common.documents import pack_groups, plan_documents, unpack_outputs
 
 
 def plan_for(lengths: list[int]):
