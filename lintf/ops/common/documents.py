@@ -14,12 +14,13 @@ same re-layout, whatever backend runs it (compiled CPU kernels, CUDA kernels, th
 Zeros are neutral for every op: a padded position with k = v = 0, log-decay 0 (decay 1), log-gate 0
 and beta 0 leaves the state as it is, so the final states are exact, and the padded outputs are
 dropped, so their gradient is zero. Every document is padded to less than twice its length: the
-padded batches hold fewer than 2N positions in all, in at most floor(log2 N) + 1 op calls, however
-the lengths mix (no document is padded to the longest one in the row).
+padded batches hold fewer than 2N positions in all, in at most ceil(log2 L) + 1 op calls (L the
+longest document), however the lengths mix (no document is padded to the longest one in the row).
 
 The plan is derived once per call from ``cu_seqlens.tolist()``: on the CPU a plain read, on a GPU one
 synchronisation of the host with the device (pass cu_seqlens as a CPU tensor to avoid it). Gathers and
-scatters are ``index_select`` calls, so autograd routes gradients back exactly.
+scatters are ``index_select`` calls, so autograd routes gradients back exactly. The checks of the
+boundaries and of the per-document states are ``boundaries.py``.
 """
 
 from __future__ import annotations
@@ -30,13 +31,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from lintf.ops.common.boundaries import check_cu_seqlens, check_document_states
+
 State = Tensor | tuple[Tensor, ...]
 """An op's state: a tensor or a named tuple of tensors, each with the batch first."""
 Run = Callable[[dict[str, Tensor | None], State | None], tuple[Tensor, State | None]]
 """(per-position tensors of one batch of documents, their initial states) -> (out, final states or None)."""
-
-_INDEX_DTYPES = (torch.int32, torch.int64)
-
 
 @dataclass(frozen=True)
 class DocumentGroup:
@@ -44,13 +44,13 @@ class DocumentGroup:
 
     Args:
         documents: (G,) int64 indices of the documents, on the inputs' device.
+        count: G.
         length: L, the longest of their lengths (the batch's padded length).
-        gather: (G * L,) position of each batch slot in the packed row, N for a padded slot (a zero).
     """
 
     documents: Tensor
+    count: int
     length: int
-    gather: Tensor
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,8 @@ class DocumentPlan:
     Args:
         lengths: the documents' lengths.
         groups: the non-empty documents by length class.
+        gather: (sum G L,) the packed position of each slot of the groups' batches laid end to end, N for a
+            padded slot (a zero appended to the row).
         scatter: (N,) for each packed position, its slot in the groups' outputs laid end to end.
         empty: (E,) int64 indices of the empty documents.
         order: (D,) for each document, its row in the groups' final states followed by the empty documents'.
@@ -67,49 +69,10 @@ class DocumentPlan:
 
     lengths: tuple[int, ...]
     groups: tuple[DocumentGroup, ...]
+    gather: Tensor
     scatter: Tensor
     empty: Tensor
     order: Tensor
-
-
-def check_cu_seqlens(owner: str, cu_seqlens: object, q: Tensor) -> list[int]:
-    """The document boundaries as host ints, or a ValueError saying what is wrong and what is allowed.
-
-    Args:
-        owner: the op, for messages.
-        cu_seqlens: the given boundaries.
-        q: (1, H, N, C) the packed queries.
-    """
-    allowed = "a 1-D int32 or int64 tensor (D + 1,) of boundaries from 0 to N, never decreasing"
-    if not isinstance(cu_seqlens, Tensor):
-        raise ValueError(f"{owner}: cu_seqlens must be {allowed}, got {type(cu_seqlens).__name__}")
-    if cu_seqlens.dtype not in _INDEX_DTYPES or cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
-        raise ValueError(
-            f"{owner}: cu_seqlens must be {allowed}, got dtype {cu_seqlens.dtype}, shape {tuple(cu_seqlens.shape)}"
-        )
-    if cu_seqlens.device.type != "cpu" and cu_seqlens.device != q.device:
-        raise ValueError(
-            f"{owner}: cu_seqlens must be on the CPU or on the inputs' device {q.device}, got {cu_seqlens.device}"
-        )
-    if q.dim() != 4 or q.shape[0] != 1:
-        raise ValueError(
-            f"{owner}: with cu_seqlens the documents are packed in one row: q must be (1, H, N, C), got "
-            f"{tuple(q.shape)}"
-        )
-    bounds = [int(b) for b in cu_seqlens.tolist()]
-    length = q.shape[2]
-    if bounds[0] != 0 or bounds[-1] != length:
-        raise ValueError(
-            f"{owner}: cu_seqlens must start at 0 and end at N = {length}, got {bounds[0]} ... {bounds[-1]}"
-        )
-    drops = [i for i in range(1, len(bounds)) if bounds[i] < bounds[i - 1]]
-    if drops:
-        i = drops[0]
-        raise ValueError(
-            f"{owner}: cu_seqlens must never decrease (empty documents, equal boundaries, are allowed), got "
-            f"{bounds[i - 1]} then {bounds[i]} at index {i}"
-        )
-    return bounds
 
 
 def length_class(length: int) -> int:
@@ -125,53 +88,71 @@ def plan_documents(bounds: Sequence[int], device: torch.device) -> DocumentPlan:
         device: the inputs' device, where the index tensors go.
     """
     lengths = [end - start for start, end in zip(bounds[:-1], bounds[1:])]
-    total = bounds[-1]
     classes: dict[int, list[int]] = {}
     for document, length in enumerate(lengths):
         if length:
             classes.setdefault(length_class(length), []).append(document)
-    groups, scatter, rows = [], [0] * total, [0] * len(lengths)
-    slot = row = 0
-    for members in (classes[c] for c in sorted(classes)):
-        padded = max(lengths[d] for d in members)
-        gather = []
-        for document in members:
-            start, length = bounds[document], lengths[document]
-            gather.extend(range(start, start + length))
-            gather.extend([total] * (padded - length))  # the zero appended after the last position
-            scatter[start : start + length] = range(slot, slot + length)
-            slot += padded
-            rows[document] = row
-            row += 1
-        groups.append(DocumentGroup(_indices(members, device), padded, _indices(gather, device)))
+    members = [classes[c] for c in sorted(classes)]
+    groups = [DocumentGroup(_indices(docs, device), len(docs), max(lengths[d] for d in docs)) for docs in members]
     empty = [d for d, length in enumerate(lengths) if not length]
-    for document in empty:
-        rows[document] = row
-        row += 1
-    return DocumentPlan(tuple(lengths), tuple(groups), _indices(scatter, device), _indices(empty, device),
-                        _indices(rows, device))
+    order = [d for docs in members for d in docs] + empty  # the documents' rows in the batches, then the empty
+    rows = torch.empty(len(lengths), dtype=torch.int64)
+    rows[order] = torch.arange(len(order))
+    gather, scatter = _slots(bounds, lengths, members, groups)
+    return DocumentPlan(tuple(lengths), tuple(groups), _indices(gather, device), _indices(scatter, device),
+                        _indices(empty, device), _indices(rows, device))
 
 
-def _indices(values: Sequence[int], device: torch.device) -> Tensor:
-    """int64 indices on ``device``, copied from the host without waiting for the device."""
-    return torch.tensor(values, dtype=torch.int64).to(device, non_blocking=True)
+def _slots(
+    bounds: Sequence[int], lengths: list[int], members: list[list[int]], groups: list[DocumentGroup]
+) -> tuple[Tensor, Tensor]:
+    """(gather, scatter) of ``DocumentPlan``, computed on the host with vector ops (no loop over positions)."""
+    total = bounds[-1]
+    starts, sizes = torch.tensor(bounds[:-1], dtype=torch.int64), torch.tensor(lengths, dtype=torch.int64)
+    gathers, bases = [], torch.zeros(len(lengths), dtype=torch.int64)
+    slot = 0
+    for docs, group in zip(members, groups):
+        index = torch.tensor(docs, dtype=torch.int64)
+        offsets = torch.arange(group.length)  # (L,)
+        positions = starts[index, None] + offsets  # (G, L)
+        gathers.append(torch.where(offsets < sizes[index, None], positions, total).flatten())  # padded: the zero
+        bases[index] = slot + group.length * torch.arange(group.count)
+        slot += group.count * group.length
+    # position p of document d lies in slot bases[d] + (p - starts[d])
+    scatter = torch.repeat_interleave(bases - starts, sizes, output_size=total) + torch.arange(total)
+    gather = torch.cat(gathers) if gathers else torch.zeros(0, dtype=torch.int64)
+    return gather, scatter
 
 
-def pack_group(x: Tensor, group: DocumentGroup) -> Tensor:
-    """A group's documents of a packed per-position tensor, right-padded with zeros.
+def _indices(values: Sequence[int] | Tensor, device: torch.device) -> Tensor:
+    """int64 indices on ``device``, copied from the host without waiting for the device (pinned on CUDA)."""
+    indices = torch.as_tensor(values, dtype=torch.int64)
+    if device.type == "cuda":
+        indices = indices.pin_memory()
+    return indices.to(device, non_blocking=True)
+
+
+def pack_groups(x: Tensor, plan: DocumentPlan) -> list[Tensor]:
+    """Each group's documents of a packed per-position tensor, right-padded with zeros.
+
+    One copy of the row and one gather for all groups, so the work (and the backward's) is O(N) whatever
+    the number of groups.
 
     Args:
         x: (1, H, N, ...) the packed tensor.
-        group: the documents to take.
+        plan: the re-layout.
 
     Returns:
-        (G, H, L, ...) one document per row.
+        For each group, (G, H, L, ...) one document per row (a view of one gathered tensor).
     """
-    rows = x[0]  # (H, N, ...)
+    rows = x.reshape(x.shape[1:])  # (H, N, ...)
     padded = torch.cat([rows, rows.new_zeros(rows.shape[0], 1, *rows.shape[2:])], dim=1)  # (H, N + 1, ...)
-    taken = padded.index_select(1, group.gather)  # (H, G * L, ...)
-    batch = taken.view(rows.shape[0], -1, group.length, *rows.shape[2:])  # (H, G, L, ...)
-    return batch.movedim(1, 0).contiguous()  # (G, H, L, ...)
+    taken = padded.index_select(1, plan.gather)  # (H, sum G L, ...)
+    parts = taken.split([group.count * group.length for group in plan.groups], dim=1)
+    return [
+        part.view(rows.shape[0], group.count, group.length, *rows.shape[2:]).movedim(1, 0)  # (G, H, L, ...)
+        for part, group in zip(parts, plan.groups)
+    ]
 
 
 def unpack_outputs(outputs: Sequence[Tensor], plan: DocumentPlan) -> Tensor:
@@ -184,43 +165,19 @@ def select_states(state: State | None, documents: Tensor) -> State | None:
     """The rows ``documents`` of a state (a tensor or a named tuple of tensors, batch first)."""
     if state is None or isinstance(state, Tensor):
         return None if state is None else state.index_select(0, documents)
-    return type(state)(*(part.index_select(0, documents) for part in state))
+    return _rebuild(state, [part.index_select(0, documents) for part in state])
 
 
 def concatenate_states(states: Sequence[State]) -> State:
     """States of several batches as one, along the batch."""
     if isinstance(states[0], Tensor):
         return torch.cat(list(states), dim=0)
-    return type(states[0])(*(torch.cat(parts, dim=0) for parts in zip(*states)))
+    return _rebuild(states[0], [torch.cat(parts, dim=0) for parts in zip(*states)])
 
 
-def check_document_states(owner: str, initial_state: object, documents: int) -> None:
-    """Raise ValueError unless ``initial_state`` holds one state per document (batch D) in each of its tensors.
-
-    The rest (heads, widths, dtype, device) the op checks on each batch of documents.
-    """
-    parts = [initial_state] if isinstance(initial_state, Tensor) else initial_state
-    if not isinstance(parts, tuple | list) or not all(isinstance(part, Tensor) for part in parts):
-        raise ValueError(
-            f"{owner}: with cu_seqlens, initial_state must be the op's state with one row per document (batch D = "
-            f"{documents}), got {type(initial_state).__name__}"
-        )
-    for part in parts:
-        if part.dim() == 0 or part.shape[0] != documents:
-            raise ValueError(
-                f"{owner}: with cu_seqlens, initial_state holds one state per document: its batch must be D = "
-                f"{documents} (cu_seqlens has D + 1 = {documents + 1} entries), got shape {tuple(part.shape)}"
-            )
-
-
-def state_rows(x: Tensor, cu_seqlens: object) -> Tensor:
-    """``x`` (1, ...) expanded to one row per document of a packed row (a view), for checks of initial states.
-
-    Unchanged without cu_seqlens or where the row or the boundaries are malformed (their own checks refuse those).
-    """
-    if not isinstance(cu_seqlens, Tensor) or cu_seqlens.dim() != 1 or x.dim() == 0 or x.shape[0] != 1:
-        return x
-    return x.expand(max(cu_seqlens.numel() - 1, 0), *x.shape[1:])
+def _rebuild(like: tuple | list, parts: list[Tensor]) -> tuple | list:
+    """``parts`` in the container type of ``like``: a named tuple, a tuple or a list."""
+    return type(like)(parts) if type(like) in (tuple, list) else type(like)(*parts)
 
 
 def packed_call(
@@ -277,13 +234,15 @@ def run_documents(
         The packed outputs (1, H, N, M) and the final state of each document (batch D).
     """
     outputs, finals = [], []
-    for group in plan.groups:
-        tensors = {name: None if x is None else pack_group(x, group) for name, x in per_position.items()}
+    batches = {name: [None] * len(plan.groups) if x is None else pack_groups(x, plan)
+               for name, x in per_position.items()}
+    for index, group in enumerate(plan.groups):
+        tensors = {name: parts[index] for name, parts in batches.items()}
         out, final = run(tensors, select_states(initial_state, group.documents))
         outputs.append(out)
         finals.append(final)
     if plan.empty.numel():
-        empties = len(plan.lengths) - sum(group.documents.numel() for group in plan.groups)
+        empties = len(plan.lengths) - sum(group.count for group in plan.groups)
         finals.append(zero_state(empties) if initial_state is None else select_states(initial_state, plan.empty))
     states = select_states(concatenate_states(finals), plan.order)
     if outputs:

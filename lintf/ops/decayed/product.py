@@ -32,7 +32,7 @@ from torch import Tensor
 
 from lintf.ops.causal.state import LinearAttentionState, check_state
 from lintf.ops.common.arguments import check_eps, check_range
-from lintf.ops.common.documents import packed_call, state_rows
+from lintf.ops.common.documents import packed_call
 from lintf.ops.common.dtypes import accumulation_dtype
 from lintf.ops.decayed import compiled
 from lintf.ops.decayed.chunked import DEFAULT_CHUNK_SIZE, decayed_product_chunked
@@ -231,10 +231,13 @@ def decayed_linear_attention(
         (B, H, N, M) in the dtype of v; with ``return_state`` the pair (out, LinearAttentionState).
     """
     check_eps("decayed linear attention", eps)
-    if not causal and (initial_state is not None or return_state or cu_seqlens is not None):
-        raise ValueError(
-            "decayed linear attention: initial_state, return_state and cu_seqlens need causal=True, got causal=False"
-        )
+    if not causal and (initial_state is not None or return_state):
+        raise ValueError("decayed linear attention: initial_state and return_state need causal=True, got causal=False")
+    if not causal and cu_seqlens is not None:
+        raise ValueError("decayed linear attention: cu_seqlens needs causal=True, got causal=False")
+    if cu_seqlens is not None:
+        return _packed_decayed_linear_attention(q, k, v, log_decay, eps, chunk_size, initial_state, return_state,
+                                                cu_seqlens)
     acc = accumulation_dtype(v.dtype)
     values = v.to(acc)
     # the normaliser rides along as a column of ones: one pass gives numerator and denominator
@@ -245,12 +248,31 @@ def decayed_linear_attention(
         return (product[..., :-1] / (product[..., -1:] + eps)).to(v.dtype)
     start = None
     if initial_state is not None:
-        rows_q, rows_v = state_rows(q, cu_seqlens), state_rows(v, cu_seqlens)  # packed: one state per document
-        kv, normaliser = check_state(initial_state, rows_q, rows_v, "decayed linear attention")
-        start = torch.cat([kv, normaliser.unsqueeze(-1)], dim=-1)  # (B or D, H, C, M+1)
+        kv, normaliser = check_state(initial_state, q, v, "decayed linear attention")
+        start = torch.cat([kv, normaliser.unsqueeze(-1)], dim=-1)  # (B, H, C, M+1)
     product, final = decayed_dot_product(
-        q, k, values_and_ones, log_decay, chunk_size=chunk_size, initial_state=start, return_state=True,
-        cu_seqlens=cu_seqlens,
+        q, k, values_and_ones, log_decay, chunk_size=chunk_size, initial_state=start, return_state=True
     )
     out = (product[..., :-1] / (product[..., -1:] + eps)).to(v.dtype)
     return (out, LinearAttentionState(final[..., :-1], final[..., -1])) if return_state else out
+
+
+def _packed_decayed_linear_attention(
+    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, eps: float, chunk_size: int | None,
+    initial_state: LinearAttentionState | None, return_state: bool, cu_seqlens: Tensor,
+) -> Tensor | tuple[Tensor, LinearAttentionState]:
+    """Causal ``decayed_linear_attention`` of each document of a packed row (``lintf.ops.common.documents``)."""
+    check_decayed_inputs(q, k, v, log_decay, None)
+
+    def run(tensors: dict[str, Tensor], state: LinearAttentionState | None) -> tuple[Tensor, LinearAttentionState]:
+        return decayed_linear_attention(tensors["q"], tensors["k"], tensors["v"], tensors["log_decay"], eps=eps,
+                                        chunk_size=chunk_size, initial_state=state, return_state=True)
+
+    def zero_state(count: int) -> LinearAttentionState:
+        acc = accumulation_dtype(v.dtype)
+        return LinearAttentionState(v.new_zeros(count, q.shape[1], q.shape[3], v.shape[3], dtype=acc),
+                                    v.new_zeros(count, q.shape[1], q.shape[3], dtype=acc))
+
+    per_position = dict(q=q, k=k, v=v, log_decay=log_decay)
+    return packed_call("decayed linear attention", run, per_position, cu_seqlens, initial_state, return_state,
+                       zero_state)
