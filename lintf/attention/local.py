@@ -80,7 +80,9 @@ class LocalAttention(Attention):
             if padding is None:
                 padding = torch.zeros(batch, k.shape[2], dtype=torch.bool, device=k.device)  # (B, S)
             if state is None and not return_state:
-                documents = None if cu_seqlens is None else document_ids(cu_seqlens, q.shape[2])[None]  # (1, N)
+                documents = None  # (1, N) each position's document when packed
+                if cu_seqlens is not None:
+                    documents = document_ids(cu_seqlens.to(q.device), q.shape[2])[None]
                 return self.banded(q, k, values, padding, causal, documents).to(v.dtype), None
             w = self.window
             window = state if state is not None else self.init_state(batch, heads, v.shape[3], q.device, v.dtype)

@@ -75,7 +75,8 @@ class SoftmaxAttention(Attention):
         for index, (start, stop) in enumerate(chunks):
             slots[index, : stop - start] = torch.arange(start, stop)
         slots = slots.to(q.device).flatten()  # (n * C,)
-        ids = F.pad(document_ids(cu_seqlens, length), (0, 1), value=-1)[slots].view(len(chunks), size)  # (n, C)
+        ids = F.pad(document_ids(cu_seqlens.to(q.device), length), (0, 1), value=-1)  # (N + 1,): -1 for empty
+        ids = ids[slots].view(len(chunks), size)  # (n, C)
         visible = (ids[:, :, None] == ids[:, None, :]) & (ids[:, None, :] >= 0)  # (n, C, C)
         if causal:
             visible = visible.tril()
