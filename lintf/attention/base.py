@@ -253,7 +253,9 @@ class Attention(nn.Module):
         """Validated inputs (N > 0) -> (out (B, H, N, M), the state after the last position or None).
 
         ``state`` and ``return_state`` come only with ``causal=True``; the state must be returned when
-        ``return_state`` is True and may be None otherwise.
+        ``return_state`` is True and may be None otherwise. With ``supports_packed`` it also takes
+        ``cu_seqlens`` (checked; q, k, v (1, H, N, .), no padding mask, states of batch D) and may hand
+        what it cannot serve natively to ``attend_documents``.
         """
         raise NotImplementedError
 

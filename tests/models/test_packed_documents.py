@@ -12,7 +12,7 @@ import torch
 
 from lintf.attention.documents import select_document
 from lintf.models import EncoderConfig, TransformerEncoder
-from lintf.registry import LAYERS
+from lintf.registry import ATTENTIONS, LAYERS
 from lintf.tasks.stream_lm import StreamLanguageModelTask
 
 LENGTHS = (6, 1, 2, 9)  # documents shorter than the short convolution's kernel (4) included
@@ -108,6 +108,17 @@ def test_an_encoder_on_packed_documents_equals_each_document_alone(stack):
         return model(x, causal=True, cu_seqlens=cu_seqlens)
 
     assert_packed_equals_alone(run, torch.randn(1, sum(LENGTHS), D_MODEL, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("name", [n for n in ATTENTIONS.names() if ATTENTIONS.get(n).supports_causal])
+def test_a_one_layer_encoder_of_each_causal_attention_on_packed_documents(name):
+    model = encoder([name])
+    x = torch.randn(1, sum(LENGTHS), D_MODEL, dtype=torch.float64)
+    with torch.no_grad():
+        torch.manual_seed(3)  # attentions that draw at random draw the same in both, document after document
+        alone = torch.cat([model(doc) for doc in split(x, LENGTHS)], dim=1)
+        torch.manual_seed(3)
+        torch.testing.assert_close(model(x, cu_seqlens=boundaries(LENGTHS)), alone, **TIGHT)
 
 
 def test_an_encoder_continues_each_packed_document_from_its_state():
