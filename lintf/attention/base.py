@@ -53,7 +53,13 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from lintf.attention.documents import check_cu_seqlens, join_documents, select_document
+from lintf.attention.documents import (
+    check_cu_seqlens,
+    check_packed_call,
+    join_documents,
+    per_sequence_fields,
+    select_document,
+)
 from lintf.attention.state import State, check_state, check_state_type
 from lintf.ops import OP_STATES
 from lintf.registry import ATTENTIONS
@@ -159,14 +165,7 @@ class Attention(nn.Module):
     ) -> Tensor | tuple[Tensor, State]:
         """``forward`` of the documents packed in one row (checked here), natively or one document at a time."""
         name = type(self).__name__
-        if q.shape[0] != 1 or q.shape[2] != k.shape[2]:
-            raise ValueError(f"{name}: packed documents (cu_seqlens) are one row of N positions: q, k, v must be "
-                             f"(1, H, N, D|M), got q {tuple(q.shape)}, k {tuple(k.shape)}")
-        if key_padding_mask is not None:
-            raise ValueError(f"{name}: a packed row (cu_seqlens) has no padding; pass key_padding_mask=None or no "
-                             "cu_seqlens")
-        bounds = check_cu_seqlens(name, cu_seqlens, q.shape[2])
-        documents = len(bounds) - 1
+        documents = check_packed_call(name, q, k, key_padding_mask, cu_seqlens)
         if state is not None or return_state:  # a state has one entry per document
             self.check_state_request(q.expand(documents, -1, -1, -1), v.expand(documents, -1, -1, -1), causal, state)
         if self.supports_packed:
@@ -200,7 +199,8 @@ class Attention(nn.Module):
         """
         bounds = check_cu_seqlens(type(self).__name__, cu_seqlens, q.shape[2])
         outs, states = [], []
-        per_sequence = self.per_sequence_fields(q, v) if state is not None or return_state else ()
+        per_sequence = () if state is None and not return_state else per_sequence_fields(
+            self.init_state, q.shape[1], v.shape[3], q.dtype)
         for index, (start, stop) in enumerate(itertools.pairwise(bounds)):
             out, new_state = self.attend(
                 q[:, :, start:stop], k[:, :, start:stop], v[:, :, start:stop], causal=causal, key_padding_mask=None,
@@ -211,12 +211,6 @@ class Attention(nn.Module):
         joined = join_documents(type(self).__name__, states, self.cache_entries, per_sequence) if return_state \
             else None
         return torch.cat(outs, dim=2), joined  # (1, H, N, M)
-
-    def per_sequence_fields(self, q: Tensor, v: Tensor) -> tuple[str, ...]:
-        """The state fields with one entry per sequence along dim 0 (the others, e.g. centroids, are shared)."""
-        one, two = (self.init_state(size, q.shape[1], v.shape[3], device="meta", dtype=q.dtype) for size in (1, 2))
-        return tuple(key for key, a, b in zip(one._fields, one, two)
-                     if isinstance(a, Tensor) and a.dim() > 0 and (a.shape[0], b.shape[0]) == (1, 2))
 
     def step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
         """One causal decoding step; see the module docstring for shapes."""

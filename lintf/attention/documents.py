@@ -9,7 +9,7 @@ document (batch D), in the order of the documents.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -38,6 +38,40 @@ def check_cu_seqlens(owner: str, cu_seqlens: object, length: int) -> list[int]:
         raise ValueError(f"{owner}: cu_seqlens must rise strictly from 0 to N = {length} (each document holds at "
                          f"least one position), got {bounds}")
     return bounds
+
+
+def check_packed_call(owner: str, q: Tensor, k: Tensor, key_padding_mask: Tensor | None, cu_seqlens: object) -> int:
+    """The number of documents D of a packed attention call, or a ValueError saying what was wrong.
+
+    Args:
+        owner: name used in messages.
+        q: (1, H, N, D) queries.
+        k: (1, H, N, D) keys.
+        key_padding_mask: must be None: a packed row has no padding.
+        cu_seqlens: the boundaries given.
+    """
+    if q.shape[0] != 1 or q.shape[2] != k.shape[2]:
+        raise ValueError(f"{owner}: packed documents (cu_seqlens) are one row of N positions: q, k, v must be "
+                         f"(1, H, N, D|M), got q {tuple(q.shape)}, k {tuple(k.shape)}")
+    if key_padding_mask is not None:
+        raise ValueError(f"{owner}: a packed row (cu_seqlens) has no padding; pass key_padding_mask=None or no "
+                         "cu_seqlens")
+    return len(check_cu_seqlens(owner, cu_seqlens, q.shape[2])) - 1
+
+
+def per_sequence_fields(init_state: Callable[..., State], heads: int, value_dim: int, dtype: torch.dtype
+                        ) -> tuple[str, ...]:
+    """The fields of ``init_state``'s state with one entry per sequence along dim 0 (others, e.g. centroids, shared).
+
+    Args:
+        init_state: an attention's ``init_state``.
+        heads: H.
+        value_dim: M.
+        dtype: the inputs' dtype.
+    """
+    one, two = (init_state(size, heads, value_dim, device="meta", dtype=dtype) for size in (1, 2))
+    return tuple(key for key, a, b in zip(one._fields, one, two)
+                 if isinstance(a, Tensor) and a.dim() > 0 and (a.shape[0], b.shape[0]) == (1, 2))
 
 
 def document_ids(cu_seqlens: Tensor, length: int) -> Tensor:

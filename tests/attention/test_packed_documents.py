@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lintf.attention.documents import select_document
+from lintf.attention.documents import per_sequence_fields, select_document
 from lintf.registry import ATTENTIONS
 from tests.conftest import attention_names, build, causal_attention_names, qkv_for
 
@@ -91,7 +91,7 @@ def test_packed_states_continue_each_document(name):
     out1, state = packed(attention, q1, k1, v1, first, True, return_state=True)
     out2, state = packed(attention, q2, k2, v2, second, True, state=state, return_state=True)
     pieces1, pieces2 = documents((out1,), first), documents((out2,), second)
-    per_sequence = attention.per_sequence_fields(q1, v1)
+    per_sequence = per_sequence_fields(attention.init_state, q1.shape[1], v1.shape[3], q1.dtype)
     for index, (doc1, doc2) in enumerate(zip(documents((q1, k1, v1), first), documents((q2, k2, v2), second))):
         whole = [torch.cat([a, b], dim=2) for a, b in zip(doc1, doc2)]
         want, want_state = attention(*whole, causal=True, return_state=True)
