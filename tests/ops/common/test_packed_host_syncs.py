@@ -19,7 +19,7 @@ from torch._subclasses.fake_tensor import (
 
 from lintf.ops.common import arguments
 from tests.ops.common.test_host_syncs import HostReads
-from tests.ops.packed_cases import OPS, _state, boundaries, draw, op_call
+from tests.ops.packed_cases import OPS, boundaries, document_state, draw, op_call
 
 LENGTHS = [3, 0, 40, 1, 17]
 
@@ -29,7 +29,7 @@ def packed_step(op: str, cu_seqlens: torch.Tensor, device: str = "cpu") -> None:
     x = draw(op, LENGTHS)["leaves"]
     leaves = {key: t.detach().to(device).requires_grad_() for key, t in x.items()}
     per_position = {key: t for key, t in leaves.items() if key not in ("S", "z")}
-    out, final = op_call(op)(per_position, _state(leaves, slice(None)), cu_seqlens)
+    out, final = op_call(op)(per_position, document_state(leaves, slice(None)), cu_seqlens)
     parts = list(final) if isinstance(final, tuple) else [final]
     (out.square().sum() + sum(part.square().sum() for part in parts)).backward()
 
