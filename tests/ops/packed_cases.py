@@ -88,7 +88,8 @@ def draw(name: str, lengths: list[int], dtype: torch.dtype = torch.float64, seed
     return {"leaves": leaves, "upstream": upstream}
 
 
-def _state(leaves: dict, rows: slice) -> object:
+def document_state(leaves: dict, rows: slice) -> object:
+    """The drawn initial states of the documents ``rows`` (a LinearAttentionState or a matrix)."""
     if "z" in leaves:
         return LinearAttentionState(leaves["S"][rows], leaves["z"][rows])
     return leaves["S"][rows]
@@ -113,7 +114,7 @@ def packed(name: str, x: dict, cu_seqlens: torch.Tensor) -> list[torch.Tensor]:
     """The op on the packed row with cu_seqlens."""
     leaves = x["leaves"]
     per_position = {key: t for key, t in leaves.items() if key not in ("S", "z")}
-    out, final = op_call(name)(per_position, _state(leaves, slice(None)), cu_seqlens)
+    out, final = op_call(name)(per_position, document_state(leaves, slice(None)), cu_seqlens)
     return _with_gradients(x, out, _parts(final))
 
 
@@ -123,7 +124,7 @@ def alone(name: str, x: dict, cu_seqlens: torch.Tensor) -> list[torch.Tensor]:
     bounds = cu_seqlens.tolist()
     outs, finals = [], []
     for d, (start, end) in enumerate(zip(bounds[:-1], bounds[1:])):
-        state = _state(leaves, slice(d, d + 1))
+        state = document_state(leaves, slice(d, d + 1))
         if end == start:
             finals.append(_parts(state))
             continue

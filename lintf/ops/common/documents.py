@@ -62,7 +62,9 @@ class DocumentPlan:
         groups: the non-empty documents by length class.
         gather: (sum G L,) the packed position of each slot of the groups' batches laid end to end, N for a
             padded slot (a zero appended to the row).
-        scatter: (N,) for each packed position, its slot in the groups' outputs laid end to end.
+        scatter: (N,) for each packed position, its slot in the groups' batches laid end to end.
+        offset: (N,) each packed position's place in its document.
+        padded: (N,) the padded length L of each packed position's group.
         empty: (E,) int64 indices of the empty documents.
         order: (D,) for each document, its row in the groups' final states followed by the empty documents'.
     """
@@ -71,8 +73,24 @@ class DocumentPlan:
     groups: tuple[DocumentGroup, ...]
     gather: Tensor
     scatter: Tensor
+    offset: Tensor
+    padded: Tensor
     empty: Tensor
     order: Tensor
+
+
+@dataclass(frozen=True)
+class HeadLayout:
+    """A plan's gather and scatter over every head: batches (G, H, L, ...) contiguous, in one index_select each.
+
+    Args:
+        gather: (sum G H L,) for each slot of the batches laid end to end, its row h (N + 1) + position of the
+            packed row (H, N + 1) with a zero appended to every head; N for a padded slot.
+        scatter: (H N,) for each (head, position) of the packed row, its slot in the batches laid end to end.
+    """
+
+    gather: Tensor
+    scatter: Tensor
 
 
 def length_class(length: int) -> int:
@@ -98,18 +116,20 @@ def plan_documents(bounds: Sequence[int], device: torch.device) -> DocumentPlan:
     order = [d for docs in members for d in docs] + empty  # the documents' rows in the batches, then the empty
     rows = torch.empty(len(lengths), dtype=torch.int64)
     rows[order] = torch.arange(len(order))
-    gather, scatter = _slots(bounds, lengths, members, groups)
-    return DocumentPlan(tuple(lengths), tuple(groups), _indices(gather, device), _indices(scatter, device),
-                        _indices(empty, device), _indices(rows, device))
+    gather, scatter, offset, padded = _slots(bounds, lengths, members, groups)
+    indices = (_indices(t, device) for t in (gather, scatter, offset, padded, empty, rows))
+    return DocumentPlan(tuple(lengths), tuple(groups), *indices)
 
 
 def _slots(
     bounds: Sequence[int], lengths: list[int], members: list[list[int]], groups: list[DocumentGroup]
 ) -> tuple[Tensor, Tensor]:
-    """(gather, scatter) of ``DocumentPlan``, computed on the host with vector ops (no loop over positions)."""
+    """(gather, scatter, offset, padded) of ``DocumentPlan``, computed on the host with vector ops (no loop over
+    positions)."""
     total = bounds[-1]
     starts, sizes = torch.tensor(bounds[:-1], dtype=torch.int64), torch.tensor(lengths, dtype=torch.int64)
-    gathers, bases = [], torch.zeros(len(lengths), dtype=torch.int64)
+    bases, widths = torch.zeros(len(lengths), dtype=torch.int64), torch.zeros(len(lengths), dtype=torch.int64)
+    gathers = []
     slot = 0
     for docs, group in zip(members, groups):
         index = torch.tensor(docs, dtype=torch.int64)
@@ -117,11 +137,32 @@ def _slots(
         positions = starts[index, None] + offsets  # (G, L)
         gathers.append(torch.where(offsets < sizes[index, None], positions, total).flatten())  # padded: the zero
         bases[index] = slot + group.length * torch.arange(group.count)
+        widths[index] = group.length
         slot += group.count * group.length
     # position p of document d lies in slot bases[d] + (p - starts[d])
-    scatter = torch.repeat_interleave(bases - starts, sizes, output_size=total) + torch.arange(total)
+    offset = torch.arange(total) - torch.repeat_interleave(starts, sizes, output_size=total)
+    scatter = torch.repeat_interleave(bases, sizes, output_size=total) + offset
     gather = torch.cat(gathers) if gathers else torch.zeros(0, dtype=torch.int64)
-    return gather, scatter
+    return gather, scatter, offset, torch.repeat_interleave(widths, sizes, output_size=total)
+
+
+def head_layout(plan: DocumentPlan, heads: int) -> HeadLayout:
+    """The plan's indices over ``heads`` heads, computed where the plan lives (on the inputs' device).
+
+    Group g's batch is (G, H, L) in the slots [H B_g, H (B_g + G L)) with B_g its first slot in ``plan.gather``:
+    slot (i, h, l) takes row h (N + 1) + gather[B_g + i L + l]; a position in slot s = B_g + i L + l of the
+    plan returns from H (s - l) + h L + l.
+    """
+    total = plan.scatter.shape[0]
+    head = torch.arange(heads, device=plan.gather.device)
+    parts, first = [], 0
+    for group in plan.groups:
+        rows = plan.gather[first : first + group.count * group.length].view(group.count, 1, group.length)
+        parts.append((rows + head.view(1, heads, 1) * (total + 1)).flatten())  # (G H L,)
+        first += group.count * group.length
+    gather = torch.cat(parts) if parts else plan.gather
+    scatter = heads * (plan.scatter - plan.offset) + plan.offset + head.view(heads, 1) * plan.padded  # (H, N)
+    return HeadLayout(gather, scatter.flatten())
 
 
 def _indices(values: Sequence[int] | Tensor, device: torch.device) -> Tensor:
@@ -132,33 +173,35 @@ def _indices(values: Sequence[int] | Tensor, device: torch.device) -> Tensor:
     return indices.to(device, non_blocking=True)
 
 
-def pack_groups(x: Tensor, plan: DocumentPlan) -> list[Tensor]:
+def pack_groups(x: Tensor, plan: DocumentPlan, layout: HeadLayout | None = None) -> list[Tensor]:
     """Each group's documents of a packed per-position tensor, right-padded with zeros.
 
-    One copy of the row and one gather for all groups, so the work (and the backward's) is O(N) whatever
-    the number of groups.
+    One copy of the row and one gather for all groups, straight into the batches' layout, so the work
+    (and the backward's) is O(N) whatever the number of groups.
 
     Args:
         x: (1, H, N, ...) the packed tensor.
         plan: the re-layout.
+        layout: ``head_layout(plan, H)``, when several tensors share it.
 
     Returns:
-        For each group, (G, H, L, ...) one document per row (a view of one gathered tensor).
+        For each group, (G, H, L, ...) one document per row (contiguous views of one gathered tensor).
     """
-    rows = x.reshape(x.shape[1:])  # (H, N, ...)
-    padded = torch.cat([rows, rows.new_zeros(rows.shape[0], 1, *rows.shape[2:])], dim=1)  # (H, N + 1, ...)
-    taken = padded.index_select(1, plan.gather)  # (H, sum G L, ...)
-    parts = taken.split([group.count * group.length for group in plan.groups], dim=1)
-    return [
-        part.view(rows.shape[0], group.count, group.length, *rows.shape[2:]).movedim(1, 0)  # (G, H, L, ...)
-        for part, group in zip(parts, plan.groups)
-    ]
+    heads, features = x.shape[1], x.shape[3:]
+    layout = head_layout(plan, heads) if layout is None else layout
+    rows = x.reshape(heads, x.shape[2], -1)  # (H, N, F), F = 1 without features
+    padded = torch.cat([rows, rows.new_zeros(heads, 1, rows.shape[2])], dim=1).flatten(0, 1)  # (H (N + 1), F)
+    taken = padded.index_select(0, layout.gather)  # (sum G H L, F)
+    parts = taken.split([group.count * heads * group.length for group in plan.groups])
+    return [part.view(group.count, heads, group.length, *features) for part, group in zip(parts, plan.groups)]
 
 
-def unpack_outputs(outputs: Sequence[Tensor], plan: DocumentPlan) -> Tensor:
+def unpack_outputs(outputs: Sequence[Tensor], plan: DocumentPlan, layout: HeadLayout | None = None) -> Tensor:
     """The groups' outputs (G, H, L, M) back in packed order (1, H, N, M), padded slots dropped."""
-    slots = torch.cat([out.movedim(0, 1).flatten(1, 2) for out in outputs], dim=1)  # (H, sum G L, M)
-    return slots.index_select(1, plan.scatter).unsqueeze(0)  # (1, H, N, M)
+    heads, width = outputs[0].shape[1], outputs[0].shape[3]
+    layout = head_layout(plan, heads) if layout is None else layout
+    slots = torch.cat([out.reshape(-1, width) for out in outputs])  # (sum G H L, M)
+    return slots.index_select(0, layout.scatter).view(1, heads, -1, width)  # (1, H, N, M)
 
 
 def select_states(state: State | None, documents: Tensor) -> State | None:
@@ -234,7 +277,8 @@ def run_documents(
         The packed outputs (1, H, N, M) and the final state of each document (batch D).
     """
     outputs, finals = [], []
-    batches = {name: [None] * len(plan.groups) if x is None else pack_groups(x, plan)
+    layout = head_layout(plan, per_position["q"].shape[1])
+    batches = {name: [None] * len(plan.groups) if x is None else pack_groups(x, plan, layout)
                for name, x in per_position.items()}
     for index, group in enumerate(plan.groups):
         tensors = {name: parts[index] for name, parts in batches.items()}
@@ -246,7 +290,7 @@ def run_documents(
         finals.append(zero_state(empties) if initial_state is None else select_states(initial_state, plan.empty))
     states = select_states(concatenate_states(finals), plan.order)
     if outputs:
-        return unpack_outputs(outputs, plan), states
+        return unpack_outputs(outputs, plan, layout), states
     return _empty_output(run, per_position), states
 
 
