@@ -9,12 +9,16 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lintf.attention.base import Attention, State
-from lintf.attention.cache import append_position, causal_visibility, empty_kv_cache, extend_cache
+from lintf.attention.cache import (
+    append_position,
+    causal_visibility,
+    empty_kv_cache,
+    extend_cache,
+)
 from lintf.attention.documents import check_cu_seqlens, document_chunks, document_ids
 from lintf.attention.masking import visible_keys
 from lintf.attention.state import KVCache
 from lintf.registry import register_attention
-
 
 PACKED_CHUNK = 512
 """The most positions of a chunk of packed documents attended with one block-diagonal mask."""

@@ -18,7 +18,13 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from lintf.data.notices import notice
-from lintf.data.text_documents import PackedRows, collate_rows, lay_end_to_end, read_documents, split_documents
+from lintf.data.text_documents import (
+    PackedRows,
+    collate_rows,
+    lay_end_to_end,
+    read_documents,
+    split_documents,
+)
 from lintf.data.text_stream import UNITS, TextStreamData, TokenizerName
 
 
