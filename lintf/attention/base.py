@@ -17,6 +17,17 @@ Shapes (B batch, H heads, N queries, S keys, D query/key size, M value size):
   sequence split anywhere reproduces the unsplit padded forward. ``state`` or ``return_state``
   with ``causal=False``, or a state of another structure, shape, dtype or device than
   ``init_state`` gives for the call, raise a ValueError.
+* Packed documents: ``forward(..., cu_seqlens=c)`` reads one row holding D documents end to end, with
+  boundaries ``c`` (D + 1,) int rising strictly from 0 to N as in flash-attn and flash-linear-attention
+  (``lintf.attention.documents``): q, k, v are (1, H, N, D|M), N == S, causal or not, and no position
+  attends across a document boundary, so the output equals each document run alone. A recurrent state
+  resets at each document start; ``state`` (if any) and the returned state hold one entry per document
+  (batch D), so a row of documents continues from, and leaves, the states of those documents. A
+  ``key_padding_mask`` with ``cu_seqlens`` is refused: a packed row has no padding. Attentions with
+  ``supports_packed = True`` take ``cu_seqlens`` in ``attend`` (a block-diagonal mask, or the op's
+  own boundaries); for the others the base class runs each document alone through ``attend`` and
+  concatenates, the reference every packed form must equal. Caches of past keys (``cache_entries``)
+  join into one packed state only for documents of equal length.
 * ``init_state(batch_size, n_heads, value_dim, device=..., dtype=...)`` -> the state of an empty prefix.
 * ``step(q_t, k_t, v_t, state)`` -> (out_t, new_state): q_t, k_t (B, H, D), v_t (B, H, M),
   out_t (B, H, M); one position of ``forward(..., causal=True)``. The state is the NamedTuple type
@@ -28,7 +39,7 @@ Shapes (B batch, H heads, N queries, S keys, D query/key size, M value size):
   ``self_attention_only = True``: queries and keys are positions of one sequence (decays by
   distance), so N == S even without ``causal``. ``value_dim_is_head_dim = True``: M == D
   (element-wise attentions such as AFT). ``shares_query_key``, ``step_matches_forward``,
-  ``continues_exactly`` and ``cache_entries``: below.
+  ``continues_exactly``, ``cache_entries`` and ``supports_packed``: below.
 
 Subclasses implement ``attend`` / ``attend_step`` / ``init_state``; the public ``forward`` and
 ``step`` validate inputs here so every implementation reports bad shapes the same way.
@@ -36,11 +47,19 @@ Subclasses implement ``attend`` / ``attend_step`` / ``init_state``; the public `
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
+from lintf.attention.documents import (
+    check_cu_seqlens,
+    check_packed_call,
+    join_documents,
+    per_sequence_fields,
+    select_document,
+)
 from lintf.attention.state import State, check_state, check_state_type
 from lintf.ops import OP_STATES
 from lintf.registry import ATTENTIONS
@@ -73,6 +92,9 @@ class Attention(nn.Module):
     approximates the unsplit forward (say why in the class docstring)."""
     cache_entries: ClassVar[tuple[str, ...]] = ()
     """State fields that grow with time along dim 2 (KV caches) and hold ``state.length`` positions."""
+    supports_packed: ClassVar[bool] = False
+    """True if ``attend`` takes ``cu_seqlens`` (packed documents) itself; otherwise the base class runs each
+    document alone through ``attend``."""
     supports_sequence_parallel: ClassVar[bool] = False
     """True if causal ``forward`` can run on one part of a sequence split across ranks (``use_sequence_parallel``)."""
 
@@ -100,8 +122,9 @@ class Attention(nn.Module):
         key_padding_mask: Tensor | None = None,
         state: State | None = None,
         return_state: bool = False,
+        cu_seqlens: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, State]:
-        """Attend queries to keys; see the module docstring for shapes and states.
+        """Attend queries to keys; see the module docstring for shapes, states and packed documents.
 
         Args:
             q: (B, H, N, D) queries.
@@ -111,11 +134,15 @@ class Attention(nn.Module):
             key_padding_mask: (B, S) bool, True marks a padded key.
             state: the state earlier positions left (causal only); None starts a sequence.
             return_state: also return the state after the last position (causal only).
+            cu_seqlens: (D + 1,) int boundaries of D documents packed in one row (B = 1); states then
+                have batch D, one entry per document.
 
         Returns:
             (B, H, N, M), and with ``return_state`` the pair (out, state).
         """
         self.check_inputs(q, k, v, causal, key_padding_mask)
+        if cu_seqlens is not None:
+            return self._forward_packed(q, k, v, causal, key_padding_mask, state, return_state, cu_seqlens)
         if state is not None or return_state:
             self.check_state_request(q, v, causal, state)
         if q.shape[2] == 0:  # no query: the state after no positions is the one before them
@@ -131,6 +158,59 @@ class Attention(nn.Module):
         if new_state is None:
             raise NotImplementedError(f"{type(self).__name__}.attend returned no state although return_state=True")
         return out, new_state
+
+    def _forward_packed(
+        self, q: Tensor, k: Tensor, v: Tensor, causal: bool, key_padding_mask: Tensor | None, state: State | None,
+        return_state: bool, cu_seqlens: Tensor,
+    ) -> Tensor | tuple[Tensor, State]:
+        """``forward`` of the documents packed in one row (checked here), natively or one document at a time."""
+        name = type(self).__name__
+        documents = check_packed_call(name, q, k, key_padding_mask, cu_seqlens)
+        if state is not None or return_state:  # a state has one entry per document
+            self.check_state_request(q.expand(documents, -1, -1, -1), v.expand(documents, -1, -1, -1), causal, state)
+        if self.supports_packed:
+            out, new_state = self.attend(q, k, v, causal=causal, key_padding_mask=None, state=state,
+                                         return_state=return_state, cu_seqlens=cu_seqlens)
+        else:
+            out, new_state = self.attend_documents(q, k, v, causal, state, return_state, cu_seqlens)
+        if not return_state:
+            return out
+        if new_state is None:
+            raise NotImplementedError(f"{name}.attend returned no state although return_state=True")
+        return out, new_state
+
+    def attend_documents(
+        self, q: Tensor, k: Tensor, v: Tensor, causal: bool, state: State | None, return_state: bool,
+        cu_seqlens: Tensor,
+    ) -> tuple[Tensor, State | None]:
+        """Each packed document alone through ``attend``: the reference of every packed form.
+
+        Args:
+            q: (1, H, N, D) queries of the packed row.
+            k: (1, H, N, D) keys.
+            v: (1, H, N, M) values.
+            causal: query i sees keys 0..i of its document.
+            state: the documents' states (batch D) or None.
+            return_state: also return the documents' states after them (batch D).
+            cu_seqlens: (D + 1,) the document boundaries, from 0 to N.
+
+        Returns:
+            (1, H, N, M) and the joined states (or None).
+        """
+        bounds = check_cu_seqlens(type(self).__name__, cu_seqlens, q.shape[2])
+        outs, states = [], []
+        per_sequence = () if state is None and not return_state else per_sequence_fields(
+            self.init_state, q.shape[1], v.shape[3], q.dtype)
+        for index, (start, stop) in enumerate(itertools.pairwise(bounds)):
+            out, new_state = self.attend(
+                q[:, :, start:stop], k[:, :, start:stop], v[:, :, start:stop], causal=causal, key_padding_mask=None,
+                state=select_document(state, index, per_sequence), return_state=return_state,
+            )  # (1, H, n_d, M)
+            outs.append(out)
+            states.append(new_state)
+        joined = join_documents(type(self).__name__, states, self.cache_entries, per_sequence) if return_state \
+            else None
+        return torch.cat(outs, dim=2), joined  # (1, H, N, M)
 
     def step(self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: State) -> tuple[Tensor, State]:
         """One causal decoding step; see the module docstring for shapes."""
@@ -167,7 +247,9 @@ class Attention(nn.Module):
         """Validated inputs (N > 0) -> (out (B, H, N, M), the state after the last position or None).
 
         ``state`` and ``return_state`` come only with ``causal=True``; the state must be returned when
-        ``return_state`` is True and may be None otherwise.
+        ``return_state`` is True and may be None otherwise. With ``supports_packed`` it also takes
+        ``cu_seqlens`` (checked; q, k, v (1, H, N, .), no padding mask, states of batch D) and may hand
+        what it cannot serve natively to ``attend_documents``.
         """
         raise NotImplementedError
 

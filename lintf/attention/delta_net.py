@@ -19,6 +19,7 @@ There is no softmax-like normaliser: the output is read from the memory as it is
 absent: they write nothing (beta 0). Non-causal: every query reads the memory the whole sequence
 left, out_i = scale * S_S^T q_i, so queries and keys may have different lengths. The recurrence is
 ``lintf.ops.delta_rule``; the state is its ``MatrixState(kv=S (B, H, D, M))``, validated by the op.
+Packed documents (``cu_seqlens``) go to the op causally; non-causal, one document at a time.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class DeltaNetAttention(MatrixMemoryAttention):
         negative_eigenvalues: beta = 2 sigmoid(.) in (0, 2) instead of sigmoid(.) in (0, 1).
     """
 
+    supports_packed = True
+
     def __init__(self, head_dim: int, scale: float | None = None, negative_eigenvalues: bool = False) -> None:
         super().__init__(head_dim)
         self.scale = head_dim**-0.5 if scale is None else float(scale)
@@ -61,8 +64,10 @@ class DeltaNetAttention(MatrixMemoryAttention):
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, key_padding_mask: Tensor | None, state: State | None,
-        return_state: bool,
+        return_state: bool, cu_seqlens: Tensor | None = None,
     ) -> tuple[Tensor, State | None]:
+        if cu_seqlens is not None and not causal:  # each document's queries read its own memory
+            return self.attend_documents(q, k, v, causal, state, return_state, cu_seqlens)
         acc, dtype = accumulation_dtype(v.dtype), v.dtype
         with torch.autocast(q.device.type, enabled=False):
             q, k, v = q.to(acc), k.to(acc), v.to(acc)
@@ -78,6 +83,6 @@ class DeltaNetAttention(MatrixMemoryAttention):
                 return (self.scale * queries @ memory).to(dtype), None
             out, final = delta_rule(
                 queries, keys, v, beta, log_decay=log_decay, scale=self.scale,
-                initial_state=None if state is None else state.kv, return_state=True,
-            )  # (B, H, N, M), (B, H, D, M)
+                initial_state=None if state is None else state.kv, return_state=True, cu_seqlens=cu_seqlens,
+            )  # (B, H, N, M), (B|D, H, D, M)
         return out.to(dtype), MatrixState(final) if return_state else None

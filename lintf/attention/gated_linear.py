@@ -9,7 +9,8 @@ learned projection (w, b) of the key, shared by the heads. With a non-negative p
 normaliser is the one of ``linear`` attention, decayed like the state. Padded keys are absent:
 they add nothing and do not decay the state. Non-causal: key j reaches query i through the gates
 between them in either direction (queries and keys share positions). The state is the op's
-``LinearAttentionState(kv=S (B, H, C, M), normaliser=z (B, H, C))``, validated by the op.
+``LinearAttentionState(kv=S (B, H, C, M), normaliser=z (B, H, C))``, validated by the op. Packed
+documents (``cu_seqlens``) go to the op causally; non-causal, one document at a time.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class GatedLinearAttention(Attention):
     """
 
     self_attention_only = True
+    supports_packed = True
 
     def __init__(
         self,
@@ -64,8 +66,10 @@ class GatedLinearAttention(Attention):
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, key_padding_mask: Tensor | None, state: State | None,
-        return_state: bool,
+        return_state: bool, cu_seqlens: Tensor | None = None,
     ) -> tuple[Tensor, State | None]:
+        if cu_seqlens is not None and not causal:  # the gates between two documents would join them
+            return self.attend_documents(q, k, v, causal, state, return_state, cu_seqlens)
         acc = accumulation_dtype(v.dtype)
         if state is None:
             self.feature_map.maybe_redraw()  # random features change only where a sequence starts
@@ -80,7 +84,8 @@ class GatedLinearAttention(Attention):
                 out = decayed_linear_attention(phi_q, phi_k, v.to(acc), log_decay, causal=False, eps=self.eps)
                 return out.to(v.dtype), None
             out, final = decayed_linear_attention(
-                phi_q, phi_k, v.to(acc), log_decay, eps=self.eps, initial_state=state, return_state=True
+                phi_q, phi_k, v.to(acc), log_decay, eps=self.eps, initial_state=state, return_state=True,
+                cu_seqlens=cu_seqlens,
             )  # (B, H, N, M), LinearAttentionState((B, H, C, M), (B, H, C))
         return out.to(v.dtype), final if return_state else None
 

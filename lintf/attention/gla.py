@@ -16,7 +16,8 @@ Padded keys are absent: they add nothing and do not decay the state. Non-causal:
 query i through the gates of the positions after the earlier of the two up to the later one
 (queries and keys share positions), computed as a causal pass, a causal pass over the reversed
 sequence, minus the diagonal counted by both. The recurrence is ``lintf.ops.gated_linear_attention``;
-the state is its ``MatrixState(kv=S (B, H, D, M))``, validated by the op.
+the state is its ``MatrixState(kv=S (B, H, D, M))``, validated by the op. Packed documents
+(``cu_seqlens``) go to the op causally; non-causal, one document at a time.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class GLAAttention(MatrixMemoryAttention):
     """
 
     self_attention_only = True
+    supports_packed = True
 
     def __init__(
         self, head_dim: int, gate_rank: int = 16, temperature: float = 16.0, scale: float | None = None
@@ -65,8 +67,10 @@ class GLAAttention(MatrixMemoryAttention):
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, key_padding_mask: Tensor | None, state: State | None,
-        return_state: bool,
+        return_state: bool, cu_seqlens: Tensor | None = None,
     ) -> tuple[Tensor, State | None]:
+        if cu_seqlens is not None and not causal:  # the gates between two documents would join them
+            return self.attend_documents(q, k, v, causal, state, return_state, cu_seqlens)
         acc, dtype = accumulation_dtype(v.dtype), v.dtype
         with torch.autocast(q.device.type, enabled=False):
             q, k, v = q.to(acc), k.to(acc), v.to(acc)
@@ -78,8 +82,8 @@ class GLAAttention(MatrixMemoryAttention):
                 return self.bidirectional(q, k, v, log_gate).to(dtype), None
             out, final = gated_linear_attention(
                 q, k, v, log_gate, scale=self.scale, initial_state=None if state is None else state.kv,
-                return_state=True,
-            )  # (B, H, N, M), (B, H, D, M)
+                return_state=True, cu_seqlens=cu_seqlens,
+            )  # (B, H, N, M), (B|D, H, D, M)
         return out.to(dtype), MatrixState(final) if return_state else None
 
     def bidirectional(self, q: Tensor, k: Tensor, v: Tensor, log_gate: Tensor) -> Tensor:

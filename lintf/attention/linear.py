@@ -36,7 +36,8 @@ class LinearAttention(Attention):
 
     State and normaliser accumulate in fp32 (fp64 for fp64 inputs); outputs come back in the
     dtype of v. The state is the op's ``LinearAttentionState(kv=S (B, H, C, M), normaliser=z (B, H, C))``
-    over the features C of phi, validated by the op. Random features are redrawn (in training, by ``maybe_redraw``) only where a sequence
+    over the features C of phi, validated by the op. Packed documents (``cu_seqlens``) go to the op
+causally; non-causal, one document at a time. Random features are redrawn (in training, by ``maybe_redraw``) only where a sequence
     starts, never in a continuation, which must use the features its state was built with.
 
     Args:
@@ -47,6 +48,7 @@ class LinearAttention(Attention):
     """
 
     supports_sequence_parallel = True
+    supports_packed = True
 
     def __init__(
         self,
@@ -61,8 +63,10 @@ class LinearAttention(Attention):
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, key_padding_mask: Tensor | None, state: State | None,
-        return_state: bool,
+        return_state: bool, cu_seqlens: Tensor | None = None,
     ) -> tuple[Tensor, State | None]:
+        if cu_seqlens is not None and not causal:  # each document's sums are its own
+            return self.attend_documents(q, k, v, causal, state, return_state, cu_seqlens)
         if state is None:
             self.feature_map.maybe_redraw()
         phi_q = self.feature_map.forward_queries(q)  # (B, H, N, C)
@@ -70,7 +74,7 @@ class LinearAttention(Attention):
         if key_padding_mask is not None:
             phi_k = phi_k.masked_fill(key_padding_mask[:, None, :, None], 0.0)  # padded keys add nothing
         if causal:
-            return self._causal(phi_q.to(v.dtype), phi_k.to(v.dtype), v, state, return_state)
+            return self._causal(phi_q.to(v.dtype), phi_k.to(v.dtype), v, state, return_state, cu_seqlens)
         acc = accumulation_dtype(v.dtype)
         with torch.autocast(v.device.type, enabled=False):  # keep the sums in fp32 under autocast
             phi_q, phi_k = phi_q.to(acc), phi_k.to(acc)
@@ -81,13 +85,21 @@ class LinearAttention(Attention):
         return (numerator / (denominator + self.eps)).to(v.dtype), None
 
     def _causal(
-        self, phi_q: Tensor, phi_k: Tensor, v: Tensor, state: LinearAttentionState | None, return_state: bool
+        self, phi_q: Tensor, phi_k: Tensor, v: Tensor, state: LinearAttentionState | None, return_state: bool,
+        cu_seqlens: Tensor | None = None,
     ) -> tuple[Tensor, LinearAttentionState | None]:
         """The causal product from ``state`` (None: an empty prefix), and the state after it if asked.
 
         Under sequence parallelism the earlier ranks' positions join the prefix: their summed state
-        (``lintf.ops.incoming_state``) is added to ``state``.
+        (``lintf.ops.incoming_state``) is added to ``state``. Packed documents (``cu_seqlens``) restart it.
         """
+        if cu_seqlens is not None:
+            if self.sequence_parallel_group is not None:
+                raise ValueError(f"{type(self).__name__}: packed documents (cu_seqlens) cannot be split across "
+                                 "ranks; pass one or the other")
+            out = causal_linear_attention(phi_q, phi_k, v, self.eps, initial_state=state, return_state=return_state,
+                                          cu_seqlens=cu_seqlens)
+            return out if return_state else (out, None)
         if self.sequence_parallel_group is not None:
             earlier = incoming_state(phi_k, v, self.sequence_parallel_group)
             # a given state is checked (as the op would) before the earlier ranks' is added to it

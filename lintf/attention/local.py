@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lintf.attention.base import Attention, State
+from lintf.attention.documents import document_ids
 from lintf.attention.masking import masked_softmax
 from lintf.ops import accumulation_dtype
 from lintf.registry import register_attention
@@ -46,13 +47,17 @@ class LocalAttention(Attention):
     costs O(N w): queries in blocks of w attend to the keys of the previous, own and next block.
     The state is the last ``window`` keys and values, oldest first, with a padding flag per slot
     (slots before the sequence's start count as padding), so it is O(w) memory. A padded key still
-    takes its position in the window. ``step`` equals the causal forward.
+    takes its position in the window. ``step`` equals the causal forward. Packed documents
+    (``cu_seqlens``) hide the keys of other documents inside each block's band; with a state, one
+    document at a time.
 
     Args:
         head_dim: D.
         window: w, the window size in positions.
         scale: logit scale; None uses 1/sqrt(D).
     """
+
+    supports_packed = True
 
     def __init__(self, head_dim: int, window: int = 32, scale: float | None = None) -> None:
         super().__init__(head_dim)
@@ -63,8 +68,10 @@ class LocalAttention(Attention):
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, key_padding_mask: Tensor | None, state: State | None,
-        return_state: bool,
+        return_state: bool, cu_seqlens: Tensor | None = None,
     ) -> tuple[Tensor, State | None]:
+        if cu_seqlens is not None and (state is not None or return_state):  # each document's window is its own
+            return self.attend_documents(q, k, v, causal, state, return_state, cu_seqlens)
         batch, heads, _, _ = q.shape
         acc = accumulation_dtype(v.dtype)
         with torch.autocast(q.device.type, enabled=False):
@@ -73,7 +80,10 @@ class LocalAttention(Attention):
             if padding is None:
                 padding = torch.zeros(batch, k.shape[2], dtype=torch.bool, device=k.device)  # (B, S)
             if state is None and not return_state:
-                return self.banded(q, k, values, padding, causal).to(v.dtype), None
+                documents = None  # (1, N) each position's document when packed
+                if cu_seqlens is not None:
+                    documents = document_ids(cu_seqlens.to(q.device), q.shape[2])[None]
+                return self.banded(q, k, values, padding, causal, documents).to(v.dtype), None
             w = self.window
             window = state if state is not None else self.init_state(batch, heads, v.shape[3], q.device, v.dtype)
             keys = torch.cat([window.keys, k], dim=2)  # (B, H, w+N, D)
@@ -84,7 +94,9 @@ class LocalAttention(Attention):
         new_state = LocalWindow(keys[:, :, -w:], values[:, :, -w:], padding[:, None, -w:])
         return out.to(v.dtype), new_state if return_state else None
 
-    def banded(self, q: Tensor, k: Tensor, v: Tensor, padding: Tensor, causal: bool) -> Tensor:
+    def banded(
+        self, q: Tensor, k: Tensor, v: Tensor, padding: Tensor, causal: bool, documents: Tensor | None = None
+    ) -> Tensor:
         """Windowed softmax attention in blocks of w queries.
 
         Args:
@@ -93,6 +105,7 @@ class LocalAttention(Attention):
             v: (B, H, S, M) values.
             padding: (B, S) bool, True for padded keys.
             causal: keys i - w + 1 .. i, or i - w + 1 .. i + w - 1.
+            documents: (B, N) int, the document of each position (N == S), or None: one sequence per row.
 
         Returns:
             (B, H, N, M).
@@ -107,6 +120,10 @@ class LocalAttention(Attention):
         # positions outside 0..S-1 count as padding
         hidden = F.pad(padding.to(q.dtype), (w, behind), value=1.0).unfold(1, 3 * w, w) > 0  # (B, nb, 3w)
         visible = band(w, causal, q.device) & ~hidden[:, None, :, None, :]  # (B, 1, nb, w, 3w)
+        if documents is not None:  # a key of another document is hidden
+            query_docs = F.pad(documents, (0, n_blocks * w - n_queries), value=-1).view(batch, n_blocks, w)
+            key_docs = F.pad(documents, (w, behind), value=-1).unfold(1, 3 * w, w)  # (B, nb, 3w)
+            visible = visible & (query_docs[..., None] == key_docs[:, :, None, :])[:, None]  # (B, 1, nb, w, 3w)
         logits = (queries @ keys) * self.scale  # (B, H, nb, w, 3w)
         out = masked_softmax(logits, visible) @ values.transpose(-1, -2)  # (B, H, nb, w, M)
         return out.reshape(batch, heads, n_blocks * w, value_dim)[:, :, :n_queries]

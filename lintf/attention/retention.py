@@ -12,6 +12,7 @@ keys are absent: they add nothing, do not decay the state and do not count in r_
 is ``RetentionState(kv=S (B, H, C, M), mass=r (B, H, 1))``.
 
 Non-causal: the decay is gamma^|i - j| in both directions (queries and keys share positions).
+Packed documents (``cu_seqlens``) go to the op causally; non-causal, one document at a time.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class RetentionAttention(Attention):
     """
 
     self_attention_only = True
+    supports_packed = True
 
     def __init__(
         self,
@@ -92,8 +94,10 @@ class RetentionAttention(Attention):
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, key_padding_mask: Tensor | None, state: State | None,
-        return_state: bool,
+        return_state: bool, cu_seqlens: Tensor | None = None,
     ) -> tuple[Tensor, State | None]:
+        if cu_seqlens is not None and not causal:  # the decay mask would reach across documents
+            return self.attend_documents(q, k, v, causal, state, return_state, cu_seqlens)
         acc = accumulation_dtype(v.dtype)
         batch, heads, length, _ = q.shape
         if state is None and self.feature_map is not None:
@@ -111,12 +115,12 @@ class RetentionAttention(Attention):
             if causal:
                 kv, mass = (None, None) if state is None else (state.kv, state.mass.unsqueeze(-1))
                 numerator, kv = decayed_dot_product(
-                    phi_q, phi_k, v.to(acc), log_decay, initial_state=kv, return_state=True
-                )  # (B, H, N, M), (B, H, C, M)
+                    phi_q, phi_k, v.to(acc), log_decay, initial_state=kv, return_state=True, cu_seqlens=cu_seqlens
+                )  # (B, H, N, M), (B|D, H, C, M)
                 mass, final_mass = decayed_dot_product(
-                    ones, present, ones, log_decay, initial_state=mass, return_state=True
-                )  # r_i: (B, H, N, 1), (B, H, 1, 1)
-                new_state = RetentionState(kv, final_mass.squeeze(-1))  # (B, H, C, M), (B, H, 1)
+                    ones, present, ones, log_decay, initial_state=mass, return_state=True, cu_seqlens=cu_seqlens
+                )  # r_i: (B, H, N, 1), (B|D, H, 1, 1)
+                new_state = RetentionState(kv, final_mass.squeeze(-1))  # (B|D, H, C, M), (B|D, H, 1)
             else:
                 numerator = bidirectional_decayed_dot_product(phi_q, phi_k, v.to(acc), log_decay)  # (B, H, N, M)
                 mass = bidirectional_decayed_dot_product(ones, present, ones, log_decay)  # r_i: (B, H, N, 1)

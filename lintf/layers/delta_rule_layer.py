@@ -42,6 +42,8 @@ class DeltaRuleLayer(RecipeLayer):
         norm_eps: the output RMSNorm's epsilon.
     """
 
+    supports_packed = True
+
     def __init__(
         self, d_model: int, n_heads: int, key_dim: int, value_dim: int, n_value_heads: int | None,
         short_conv: int | None, conv_bias: bool, qk_activation: QKActivation, qk_norm: Literal["l2", "sum"],
@@ -71,7 +73,7 @@ class DeltaRuleLayer(RecipeLayer):
         return F.normalize(x, dim=-1) if self.qk_norm == "l2" else x / x.sum(-1, keepdim=True)
 
     def recurrence(self, q: Tensor, k: Tensor, v: Tensor, x: Tensor, memory: Tensor,
-                   padding: Tensor | None) -> tuple[Tensor, Tensor]:
+                   padding: Tensor | None, cu_seqlens: Tensor | None = None) -> tuple[Tensor, Tensor]:
         beta = torch.ones_like(v[..., 0]) if self.b_proj is None else torch.sigmoid(self.b_proj(x)).transpose(1, 2)
         beta = 2 * beta if self.negative_eigenvalues else beta  # (B, Hv, N)
         log_decay = self.log_decay(x)
@@ -79,4 +81,4 @@ class DeltaRuleLayer(RecipeLayer):
             beta = beta.masked_fill(padding[:, None], 0.0)
             log_decay = None if log_decay is None else log_decay.masked_fill(padding[:, None], 0.0)
         return delta_rule(self._normalise(q), self._normalise(k), v, beta, log_decay=log_decay,
-                          scale=self.key_dim**-0.5, initial_state=memory, return_state=True)
+                          scale=self.key_dim**-0.5, initial_state=memory, return_state=True, cu_seqlens=cu_seqlens)

@@ -42,6 +42,8 @@ class GLALayer(RecipeLayer):
         norm_eps: the output RMSNorm's epsilon.
     """
 
+    supports_packed = True
+
     def __init__(
         self, d_model: int, n_heads: int, expand_k: float = 0.5, expand_v: float = 1.0, n_kv_heads: int | None = None,
         feature_map: Literal["relu", "silu"] | None = None, short_conv: int | None = None, conv_bias: bool = False,
@@ -66,7 +68,7 @@ class GLALayer(RecipeLayer):
                                      nn.Linear(gate_rank, kv_heads * self.key_dim))
 
     def recurrence(self, q: Tensor, k: Tensor, v: Tensor, x: Tensor, memory: Tensor,
-                   padding: Tensor | None) -> tuple[Tensor, Tensor]:
+                   padding: Tensor | None, cu_seqlens: Tensor | None = None) -> tuple[Tensor, Tensor]:
         log_gate = F.logsigmoid(self._heads(self.gk_proj(x), self.heads[1])) / self.gate_normalizer  # (B, H, N, Dk)
         if self.clamp_min is not None:
             log_gate = log_gate.clamp_min(self.clamp_min)
@@ -76,4 +78,4 @@ class GLALayer(RecipeLayer):
             absent = padding[:, None, :, None]  # (B, 1, N, 1)
             k, log_gate = k.masked_fill(absent, 0.0), log_gate.masked_fill(absent, 0.0)
         return gated_linear_attention(q, k, v, log_gate, scale=self.key_dim**-0.5, initial_state=memory,
-                                      return_state=True)
+                                      return_state=True, cu_seqlens=cu_seqlens)

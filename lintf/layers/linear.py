@@ -57,6 +57,8 @@ class LinearLayer(RecipeLayer):
         norm_eps: the output RMSNorm's epsilon.
     """
 
+    supports_packed = True
+
     def __init__(
         self, d_model: int, n_heads: int, expand_k: float = 1.0, expand_v: float = 1.0, n_kv_heads: int | None = None,
         feature_map: Literal["elementwise_product", "elu", "relu", "identity"] = "elementwise_product",
@@ -84,10 +86,10 @@ class LinearLayer(RecipeLayer):
         return mapped / (mapped.sum(-1, keepdim=True) + SUM_NORM_EPS) if normalise else mapped
 
     def recurrence(self, q: Tensor, k: Tensor, v: Tensor, x: Tensor, memory: Tensor,
-                   padding: Tensor | None) -> tuple[Tensor, Tensor]:
+                   padding: Tensor | None, cu_seqlens: Tensor | None = None) -> tuple[Tensor, Tensor]:
         q, k = self._phi(q, "q", self.norm_q), self._phi(k, "k", self.norm_k)  # (B, H, N, Dk)
         if padding is not None:
             k = k.masked_fill(padding[:, None, :, None], 0.0)
         no_decay = torch.zeros_like(k)  # every gate exp(0) = 1: the undecayed sum
         return gated_linear_attention(q, k, v, no_decay, scale=self.key_dim**-0.5, initial_state=memory,
-                                      return_state=True)
+                                      return_state=True, cu_seqlens=cu_seqlens)

@@ -9,16 +9,22 @@ heads, or fewer k/v heads than query heads, are repeated to the op's heads H: gr
 
 as the layers of flash-linear-attention (``fla/layers``). The layer is causal; its state is the
 convolutions' last K - 1 inputs and the op's memory (B, H, Dk, Dv).
+
+Packed documents (``forward(..., cu_seqlens=c)``, x (1, N, d_model)): no convolution or memory reads
+across a document start, and states hold one entry per document (batch D). A recipe whose
+``recurrence`` takes ``cu_seqlens`` sets ``supports_packed = True``; otherwise each document runs alone.
 """
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+import itertools
+from typing import ClassVar, Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lintf.attention.documents import check_cu_seqlens, join_documents, select_document
 from lintf.attention.state import check_state
 from lintf.layers.gated_rms_norm import GatedRMSNorm
 from lintf.layers.short_conv import ShortConvolution
@@ -72,6 +78,9 @@ class RecipeLayer(nn.Module):
         norm_eps: the output RMSNorm's epsilon.
     """
 
+    supports_packed: ClassVar[bool] = False
+    """True if ``recurrence`` takes ``cu_seqlens`` (packed documents); otherwise each document runs alone."""
+
     def __init__(
         self, d_model: int, heads: tuple[int, int, int], key_dim: int, value_dim: int, short_conv: int | None,
         conv_bias: bool, activations: tuple[Activation, Activation, Activation], output_gate: bool, norm_eps: float,
@@ -97,7 +106,9 @@ class RecipeLayer(nn.Module):
     def recurrence(self, q: Tensor, k: Tensor, v: Tensor, x: Tensor, memory: Tensor,
                    padding: Tensor | None) -> tuple[Tensor, Tensor]:
         """q, k (B, H, N, Dk), v (B, H, N, Dv), the input x (B, N, d_model), the memory before (B, H, Dk, Dv)
-        and the padding (B, N) or None -> (out (B, H, N, Dv), the memory after); padded positions write nothing."""
+        and the padding (B, N) or None -> (out (B, H, N, Dv), the memory after); padded positions write nothing.
+
+        With ``supports_packed`` it also takes ``cu_seqlens``: documents packed in one row, a memory per document."""
         raise NotImplementedError
 
     def use_sequence_parallel(self, group: object) -> None:
@@ -115,11 +126,11 @@ class RecipeLayer(nn.Module):
                              dtype=accumulation_dtype(dtype))
         return RecipeState(*conv, memory)
 
-    def _mix(self, x: Tensor, name: str, cache: Tensor) -> tuple[Tensor, Tensor]:
+    def _mix(self, x: Tensor, name: str, cache: Tensor, cu_seqlens: Tensor | None) -> tuple[Tensor, Tensor]:
         """Projection ``name`` of x (B, N, d_model), convolved from ``cache``: (B, N, C) and the cache after x."""
         projected = getattr(self, f"{name}_proj")(x)
         if hasattr(self, f"{name}_conv1d"):
-            return getattr(self, f"{name}_conv1d")(projected, cache)
+            return getattr(self, f"{name}_conv1d")(projected, cache, cu_seqlens)
         activation = self.activations["qkv".index(name)]
         return (F.silu(projected) if activation == "silu" else projected), cache
 
@@ -130,24 +141,54 @@ class RecipeLayer(nn.Module):
 
     def forward(
         self, x: Tensor, causal: bool, key_padding_mask: Tensor | None = None, state: RecipeState | None = None,
-        return_state: bool = False,
+        return_state: bool = False, cu_seqlens: Tensor | None = None,
     ) -> tuple[Tensor, RecipeState | None]:
         """x (B, N, d_model) -> (out (B, N, d_model), the state after x, or None without ``return_state``).
 
         ``key_padding_mask`` (B, N), True = padding: padded positions enter the convolutions as zeros and
         write nothing to the memory, so padding before or after a sequence leaves its outputs unchanged.
+        ``cu_seqlens`` (D + 1,): D documents packed in x (1, N, d_model), states of batch D (module docstring).
         """
-        self._check_call(x, causal, key_padding_mask, state, return_state)
-        state = self.init_state(x.shape[0], x.device, x.dtype) if state is None else state
+        documents = 1 if cu_seqlens is None else self._check_packed(x, key_padding_mask, cu_seqlens)
+        self._check_call(x, causal, key_padding_mask, state, return_state, documents)
+        if cu_seqlens is not None and not self.supports_packed:
+            return self._each_document(x, state, return_state, cu_seqlens)
+        state = self.init_state(documents if cu_seqlens is not None else x.shape[0], x.device, x.dtype) \
+            if state is None else state
         if key_padding_mask is not None:
             x = x.masked_fill(key_padding_mask[..., None], 0.0)
-        mixed = [self._mix(x, name, cache) for name, cache in zip("qkv", state[:3])]
+        mixed = [self._mix(x, name, cache, cu_seqlens) for name, cache in zip("qkv", state[:3])]
         q, k, v = (self._heads(t, heads) for (t, _), heads in zip(mixed, self.heads))
-        out, memory = self.recurrence(q, k, v, x, state.memory, key_padding_mask)  # (B, H, N, Dv)
+        if cu_seqlens is None:
+            out, memory = self.recurrence(q, k, v, x, state.memory, key_padding_mask)  # (B, H, N, Dv)
+        else:
+            out, memory = self.recurrence(q, k, v, x, state.memory, None, cu_seqlens=cu_seqlens)  # (1, H, N, Dv)
         out = out.transpose(1, 2)  # (B, N, H, Dv)
         gate = None if self.g_proj is None else self.g_proj(x).view(out.shape)
         out = self.o_proj(self.o_norm(out, gate).flatten(2))  # (B, N, d_model)
         return out, RecipeState(*(cache for _, cache in mixed), memory) if return_state else None
+
+    def _check_packed(self, x: Tensor, key_padding_mask: Tensor | None, cu_seqlens: Tensor) -> int:
+        """The number of documents D of a packed call, or a ValueError saying what was wrong."""
+        owner = type(self).__name__
+        if x.dim() != 3 or x.shape[0] != 1:
+            raise ValueError(f"{owner}: packed documents (cu_seqlens) are one row: x must be (1, N, d_model), got "
+                             f"{tuple(x.shape)}")
+        if key_padding_mask is not None:
+            raise ValueError(f"{owner}: a packed row (cu_seqlens) has no padding; pass key_padding_mask=None or no "
+                             "cu_seqlens")
+        return len(check_cu_seqlens(owner, cu_seqlens, x.shape[1])) - 1
+
+    def _each_document(
+        self, x: Tensor, state: RecipeState | None, return_state: bool, cu_seqlens: Tensor
+    ) -> tuple[Tensor, RecipeState | None]:
+        """Each packed document alone through ``forward``: (1, N, d_model) and the documents' states (batch D)."""
+        bounds, fields = cu_seqlens.tolist(), RecipeState._fields
+        runs = [self.forward(x[:, start:stop], True, None, select_document(state, index, fields), return_state)
+                for index, (start, stop) in enumerate(itertools.pairwise(bounds))]
+        out = torch.cat([part for part, _ in runs], dim=1)  # (1, N, d_model)
+        joined = join_documents(type(self).__name__, [s for _, s in runs], (), fields) if return_state else None
+        return out, joined
 
     def step(self, x_t: Tensor, state: RecipeState) -> tuple[Tensor, RecipeState]:
         """x_t (B, d_model) -> (B, d_model): the causal forward of one position from ``state``."""
@@ -155,7 +196,7 @@ class RecipeLayer(nn.Module):
         return out[:, 0], state
 
     def _check_call(self, x: Tensor, causal: bool, key_padding_mask: Tensor | None, state: RecipeState | None,
-                    return_state: bool) -> None:
+                    return_state: bool, documents: int = 1) -> None:
         owner = type(self).__name__
         if not causal:
             raise ValueError(f"{owner} is causal (its convolutions and memory read the past only); use causal=True, "
@@ -164,5 +205,5 @@ class RecipeLayer(nn.Module):
             raise ValueError(f"{owner}: a key_padding_mask with a state is not supported (padding inside a "
                              "continued sequence would shift its convolutions); pass one or the other")
         if state is not None:
-            expected = self.init_state(x.shape[0], "meta", x.dtype)
+            expected = self.init_state(max(x.shape[0], documents), "meta", x.dtype)  # packed: one per document
             check_state(owner, state, expected, x.device, ())

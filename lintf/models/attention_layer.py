@@ -33,19 +33,22 @@ class MultiHeadAttention(nn.Module):
 
     def forward(
         self, x: Tensor, causal: bool, key_padding_mask: Tensor | None = None, state: State | None = None,
-        return_state: bool = False,
+        return_state: bool = False, cu_seqlens: Tensor | None = None,
     ) -> tuple[Tensor, State | None]:
         """x (B, N, d_model) -> (out (B, N, d_model), the attention's state after x, or None without ``return_state``).
 
         ``state`` (causal only) continues a sequence whose earlier positions left it (from ``forward``
         with ``return_state`` or from ``step``); it is the attention's own and passes through unchanged.
+        ``cu_seqlens`` (D + 1,): D documents packed in x (1, N, d_model), states of batch D (the attention contract).
         """
         q, k, v = (self._split_heads(proj(x)) for proj in (self.query, self.key, self.value))
+        packed = {} if cu_seqlens is None else {"cu_seqlens": cu_seqlens}
         if state is None and not return_state:
-            attended, new_state = self.attention(q, k, v, causal=causal, key_padding_mask=key_padding_mask), None
+            attended, new_state = self.attention(q, k, v, causal=causal, key_padding_mask=key_padding_mask,
+                                                 **packed), None
         else:
             attended, new_state = self.attention(q, k, v, causal=causal, key_padding_mask=key_padding_mask,
-                                                 state=state, return_state=True)  # (B, H, N, D)
+                                                 state=state, return_state=True, **packed)  # (B, H, N, D)
         batch, _, length, _ = attended.shape
         out = self.out(attended.transpose(1, 2).reshape(batch, length, -1))  # (B, N, d_model)
         return out, new_state if return_state else None

@@ -1,16 +1,21 @@
 """Position codes added to token embeddings: learned, fixed sinusoidal, or raster (row + column).
 
 Each is a module whose ``forward(length)`` returns the (length, d_model) codes of positions
-0..length-1 and ``at(position)`` the code of one position (for the recurrent ``step``).
+0..length-1, ``at(position)`` the code of one position (for the recurrent ``step``) and
+``documents(cu_seqlens, length)`` the codes of documents packed in one row, restarting at 0 at each
+document start.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Literal
 
 import torch
 from torch import Tensor, nn
+
+from lintf.attention.documents import check_cu_seqlens, positions_in_documents
 
 PositionKind = Literal["learned", "sinusoidal", "raster", "none"]
 
@@ -56,6 +61,19 @@ class Positions(nn.Module):
         if start < 0:
             raise ValueError(f"positions start at 0, got start={start}")
         return self.forward(start + length)[start:]
+
+    def documents(self, cu_seqlens: Tensor, length: int) -> Tensor:
+        """(length, d_model) codes of documents packed in one row: each document's positions count from 0.
+
+        Args:
+            cu_seqlens: (D + 1,) int boundaries of the documents, rising from 0 to ``length``.
+            length: N, the positions of the row.
+        """
+        bounds = check_cu_seqlens("positions", cu_seqlens, length)
+        longest = max(stop - start for start, stop in itertools.pairwise(bounds))
+        offsets = positions_in_documents(cu_seqlens, length)  # (N,)
+        table = self.forward(longest)  # (longest, d_model)
+        return table[offsets.to(table.device)]
 
 
 class LearnedPositions(Positions):

@@ -121,27 +121,34 @@ class TransformerLayer(nn.Module):
         return x + branch_out if self.norm == "pre" else norm(x + branch_out)
 
     def _attend(
-        self, x: Tensor, causal: bool, key_padding_mask: Tensor | None, state: State | None, return_state: bool
+        self, x: Tensor, causal: bool, key_padding_mask: Tensor | None, state: State | None, return_state: bool,
+        cu_seqlens: Tensor | None = None,
     ) -> tuple[Tensor, State | None]:
+        packed = {} if cu_seqlens is None else {"cu_seqlens": cu_seqlens}  # mixers of plugins may not take it
         attended, state = self.attention(self._branch_input(x, self.attention_norm), causal, key_padding_mask, state,
-                                         return_state)
+                                         return_state, **packed)
         return self.dropout(attended), state
 
     def _attend_step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]:
         attended, state = self.attention.step(self._branch_input(x_t, self.attention_norm), state)
         return self.dropout(attended), state
 
-    def attention_branch(self, x: Tensor, causal: bool, key_padding_mask: Tensor | None = None) -> Tensor:
+    def attention_branch(
+        self, x: Tensor, causal: bool, key_padding_mask: Tensor | None = None, cu_seqlens: Tensor | None = None
+    ) -> Tensor:
         """x (B, N, d_model) -> dropout(attention(norm(x))) (B, N, d_model); "post" norms after the residual sum."""
-        return self._attend(x, causal, key_padding_mask, None, False)[0]
+        return self._attend(x, causal, key_padding_mask, None, False, cu_seqlens)[0]
 
     def feed_forward_branch(self, x: Tensor) -> Tensor:
         """x (..., d_model) -> dropout(feed_forward(norm(x))) (..., d_model); "post" norms after the residual sum."""
         return self.dropout(self.feed_forward(self._branch_input(x, self.feed_forward_norm)))
 
-    def reversible_block(self, causal: bool, key_padding_mask: Tensor | None = None) -> ReversibleBlock:
+    def reversible_block(
+        self, causal: bool, key_padding_mask: Tensor | None = None, cu_seqlens: Tensor | None = None
+    ) -> ReversibleBlock:
         """This layer's coupling of its two branches, for ``reversible_sequence``."""
-        attention = partial(self.attention_branch, causal=causal, key_padding_mask=key_padding_mask)
+        attention = partial(self.attention_branch, causal=causal, key_padding_mask=key_padding_mask,
+                            cu_seqlens=cu_seqlens)
         return ReversibleBlock(attention, self.feed_forward_branch, tuple(self.parameters()))
 
     def _residuals(
@@ -159,12 +166,12 @@ class TransformerLayer(nn.Module):
 
     def forward(
         self, x: Stream, causal: bool, key_padding_mask: Tensor | None = None, state: State | None = None,
-        return_state: bool = False,
+        return_state: bool = False, cu_seqlens: Tensor | None = None,
     ) -> tuple[Stream, State | None]:
         """x (B, N, d_model) -> (B, N, d_model) (a pair of them when reversible) and the attention's state
-        after x (None without ``return_state``)."""
+        after x (None without ``return_state``); ``cu_seqlens``: documents packed in one row."""
         return self._residuals(x, partial(self._attend, causal=causal, key_padding_mask=key_padding_mask, state=state,
-                                          return_state=return_state))
+                                          return_state=return_state, cu_seqlens=cu_seqlens))
 
     def step(self, x_t: Stream, state: State) -> tuple[Stream, State]:
         """x_t (B, d_model) (a pair of them when reversible) -> the same for the next position.
@@ -207,7 +214,7 @@ class TransformerEncoder(nn.Module):
 
     def forward(
         self, x: Tensor, causal: bool = True, key_padding_mask: Tensor | None = None,
-        state: Sequence[State] | None = None, return_state: bool = False,
+        state: Sequence[State] | None = None, return_state: bool = False, cu_seqlens: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, tuple[State, ...]]:
         """x (B, N, d_model) -> (B, N, d_model). key_padding_mask (B, N) bool, True = padding.
 
@@ -219,17 +226,22 @@ class TransformerEncoder(nn.Module):
                 ``prefill`` or ``step``); causal only. None starts from an empty prefix.
             return_state: also return the per-layer states after the last position (a tuple, one
                 attention state per layer), which ``step`` (or another ``forward``) continues.
+            cu_seqlens: (D + 1,) int boundaries of D documents packed in x (1, N, d_model), rising from 0 to N:
+                no layer reads across a document start, and states hold one entry per document (batch D).
         """
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"TransformerEncoder: x must be (B, N, {self.d_model}), got {tuple(x.shape)}")
+        if cu_seqlens is not None and x.shape[0] != 1:
+            raise ValueError(f"TransformerEncoder: packed documents (cu_seqlens) are one row: x must be (1, N, "
+                             f"{self.d_model}), got {tuple(x.shape)}")
         self._check_layer_count("TransformerEncoder", state)
         if self.config.reversible and state is None and not return_state:
-            blocks = [layer.reversible_block(causal, key_padding_mask) for layer in self.layers]
+            blocks = [layer.reversible_block(causal, key_padding_mask, cu_seqlens) for layer in self.layers]
             return self._output(reversible_sequence(blocks, x, x))  # activations recomputed in the backward
         stream, states = self._input(x), []
         for index, layer in enumerate(self.layers):
             stream, layer_state = layer(stream, causal, key_padding_mask, None if state is None else state[index],
-                                        return_state)
+                                        return_state, cu_seqlens)
             states.append(layer_state)
         return (self._output(stream), tuple(states)) if return_state else self._output(stream)
 

@@ -109,7 +109,7 @@ class AutoregressiveTask(TransformerTask):
 
     def forward(
         self, tokens: Tensor, key_padding_mask: Tensor | None = None, state: Sequence[State] | None = None,
-        return_state: bool = False, start: int = 0,
+        return_state: bool = False, start: int = 0, cu_seqlens: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, tuple[State, ...]]:
         """Causal next-token head parameters: tokens (B, N) int -> (B, N, P) (categorical: logits).
 
@@ -120,11 +120,21 @@ class AutoregressiveTask(TransformerTask):
                 call, ``prefill`` or ``step``); None: the sequence starts here.
             return_state: also return the per-layer states after the last token.
             start: position of the first token (for position codes when continuing a sequence).
+            cu_seqlens: (D + 1,) int boundaries of D documents packed in tokens (1, N): positions restart at
+                each document and no token reads another document; states hold one entry per document.
         """
-        x = self.token_embedding(tokens) + self.positions.span(start, tokens.shape[1])  # (B, N, d_model)
+        if cu_seqlens is None:
+            codes = self.positions.span(start, tokens.shape[1])  # (N, d_model)
+        elif start != 0:
+            raise ValueError(f"packed documents (cu_seqlens) start at position 0 each, got start={start}")
+        else:
+            codes = self.positions.documents(cu_seqlens, tokens.shape[1])  # (N, d_model), restarting per document
+        x = self.token_embedding(tokens) + codes  # (B, N, d_model)
+        packed = {} if cu_seqlens is None else {"cu_seqlens": cu_seqlens}
         if not return_state:
-            return self.head(self.encoder(x, causal=True, key_padding_mask=key_padding_mask, state=state))
-        hidden, state = self.encoder(x, causal=True, key_padding_mask=key_padding_mask, state=state, return_state=True)
+            return self.head(self.encoder(x, causal=True, key_padding_mask=key_padding_mask, state=state, **packed))
+        hidden, state = self.encoder(x, causal=True, key_padding_mask=key_padding_mask, state=state, return_state=True,
+                                     **packed)
         return self.head(hidden), state
 
     def prefill(self, tokens: Tensor) -> tuple[Tensor, tuple[State, ...]]:

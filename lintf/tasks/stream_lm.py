@@ -6,6 +6,11 @@ segment left (detached, so gradients stop at the segment boundary), as Transform
 memory, but as one (C x M) state per head instead of a cache of past activations. Evaluation reads
 contexts of any length in one parallel pass, which equals reading them segment by segment with the
 state carried, because causal linear attention is an RNN.
+
+Batches of packed documents (``lintf.data.PackedTextData``: ``inputs``, ``targets`` and ``cu_seqlens``)
+are read as one packed row, every document from an empty state with its positions from 0; no state
+is carried between them (``between_segments`` applies to streams), and targets that begin a document
+(``IGNORE``) are not predicted.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
 from lintf.attention.base import Attention, State
+from lintf.data.text_documents import IGNORE
 from lintf.data.tokenizers import TOKENIZER_KEY, tokenizer_from_checkpoint
 from lintf.metrics import BitsPerDim
 from lintf.models.encoder_config import EncoderConfig
@@ -88,6 +94,14 @@ class StreamLanguageModelTask(AutoregressiveTask):
         self.val_bits, self.test_bits = BitsPerDim(), BitsPerDim()
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+        if "cu_seqlens" in batch:  # packed documents: each starts afresh, so nothing is carried
+            self.stream_state = None
+            nll, predicted = self._packed_nll(batch)
+            loss = nll.sum() / predicted.sum().clamp_min(1)
+            rows = batch["start"].numel()
+            self.log("train/loss", loss, prog_bar=True, batch_size=rows)
+            self.log("train/bits_per_token", loss / math.log(2), batch_size=rows)
+            return loss
         tokens = batch["tokens"]  # (B, T + 1): inputs and next tokens
         carry = self.hparams.between_segments == "carry"
         if batch["first"] or not carry:
@@ -109,7 +123,22 @@ class StreamLanguageModelTask(AutoregressiveTask):
         logits = self(tokens[:, :-1])
         return F.cross_entropy(logits.float().transpose(1, 2), tokens[:, 1:], reduction="none")
 
+    def _packed_nll(self, batch: Batch) -> tuple[Tensor, Tensor]:
+        """NLL in nats (1, N) of each target of a packed batch (0 where not predicted), and (1, N) bool: predicted."""
+        targets = batch["targets"]  # (1, N)
+        logits = self(batch["inputs"], cu_seqlens=batch["cu_seqlens"])  # (1, N, V)
+        nll = F.cross_entropy(logits.float().transpose(1, 2), targets, ignore_index=IGNORE, reduction="none")
+        return nll, targets != IGNORE
+
     def _evaluate(self, batch: Batch, stage: str, metric: BitsPerDim) -> None:
+        if "cu_seqlens" in batch:
+            nll, predicted = self._packed_nll(batch)  # (1, N)
+            metric.update(nll, mask=predicted, dims=batch["characters"].sum())
+            rows = batch["start"].numel()
+            self.log(f"{stage}/loss", nll.sum() / predicted.sum().clamp_min(1), prog_bar=True, sync_dist=True,
+                     batch_size=rows)
+            self.log(f"{stage}/bits_per_char", metric, prog_bar=True, batch_size=rows)
+            return
         nll = self._nll(batch["tokens"])  # (b, L)
         characters = batch["characters"].sum() if "characters" in batch else None  # else one token per character
         metric.update(nll, dims=characters)
@@ -123,12 +152,21 @@ class StreamLanguageModelTask(AutoregressiveTask):
         self._evaluate(batch, "test", self.test_bits)
 
     def predict_step(self, batch: Batch, batch_idx: int) -> list[dict[str, Any]]:
-        """One row per context of the test part: where it starts, its tokens and characters, bits per token and char."""
-        bits = self._nll(batch["tokens"]).sum(dim=1) / math.log(2)  # (b,)
-        length = batch["tokens"].shape[1] - 1
+        """One row per context of the test part: where it starts, its tokens and characters, bits per token and char.
+
+        A packed batch gives one row per row of documents; its tokens are the predicted ones.
+        """
+        if "cu_seqlens" in batch:
+            nll, predicted = self._packed_nll(batch)
+            rows = batch["start"].numel()
+            bits = nll.view(rows, -1).sum(dim=1) / math.log(2)  # (b,)
+            lengths = predicted.view(rows, -1).sum(dim=1).tolist()
+        else:
+            bits = self._nll(batch["tokens"]).sum(dim=1) / math.log(2)  # (b,)
+            lengths = [batch["tokens"].shape[1] - 1] * len(bits)
         return [{"start": int(start), "tokens": length, "characters": int(characters),
-                 "bits_per_token": float(total) / length, "bits_per_char": float(total) / max(int(characters), 1)}
-                for start, characters, total in zip(batch["start"], batch["characters"], bits)]
+                 "bits_per_token": float(total) / max(length, 1), "bits_per_char": float(total) / max(int(characters), 1)}
+                for start, length, characters, total in zip(batch["start"], lengths, batch["characters"], bits)]
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Store the data module's tokenizer with the weights, so the checkpoint reads and writes text by itself."""

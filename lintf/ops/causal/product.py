@@ -23,7 +23,8 @@ from lintf.ops.causal import compiled
 from lintf.ops.causal.chunked import causal_product_pytorch
 from lintf.ops.causal.state import LinearAttentionState, check_state
 from lintf.ops.common.arguments import check_eps
-from lintf.ops.common.dtypes import autocast_enabled
+from lintf.ops.common.documents import packed_call
+from lintf.ops.common.dtypes import accumulation_dtype, autocast_enabled
 
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -67,9 +68,12 @@ def check_causal_product_inputs(q: Tensor, k: Tensor, v: Tensor) -> None:
 
 
 def _causal_product(
-    q: Tensor, k: Tensor, v: Tensor, eps: float, normalize: bool, initial_state: object, return_state: bool
+    q: Tensor, k: Tensor, v: Tensor, eps: float, normalize: bool, initial_state: object, return_state: bool,
+    cu_seqlens: Tensor | None = None,
 ) -> Tensor | tuple[Tensor, LinearAttentionState]:
     """Validate, then run the compiled op or the pure-PyTorch path (see the public functions)."""
+    if cu_seqlens is not None:
+        return _packed_causal_product(q, k, v, eps, normalize, initial_state, return_state, cu_seqlens)
     if normalize:
         check_eps("causal linear attention", eps)
     q, k, v = _autocast_inputs(q, k, v)
@@ -82,6 +86,29 @@ def _causal_product(
     return (out, final) if return_state else out
 
 
+def _packed_causal_product(
+    q: Tensor, k: Tensor, v: Tensor, eps: float, normalize: bool, initial_state: object, return_state: bool,
+    cu_seqlens: Tensor,
+) -> Tensor | tuple[Tensor, LinearAttentionState]:
+    """The causal product of each document of a packed row (``lintf.ops.common.documents``)."""
+    owner = "causal linear attention" if normalize else "causal product"
+    if normalize:
+        check_eps(owner, eps)
+    q, k, v = _autocast_inputs(q, k, v)
+    check_causal_product_inputs(q, k, v)
+
+    def run(tensors: dict[str, Tensor], state: object) -> tuple[Tensor, LinearAttentionState]:
+        return _causal_product(tensors["q"], tensors["k"], tensors["v"], eps, normalize, state, True)
+
+    def zero_state(count: int) -> LinearAttentionState:
+        acc = accumulation_dtype(v.dtype)
+        heads, features, width = q.shape[1], q.shape[3], v.shape[3]
+        return LinearAttentionState(v.new_zeros(count, heads, features, width, dtype=acc),
+                                    v.new_zeros(count, heads, features, dtype=acc))
+
+    return packed_call(owner, run, dict(q=q, k=k, v=v), cu_seqlens, initial_state, return_state, zero_state)
+
+
 def causal_dot_product(
     q: Tensor,
     k: Tensor,
@@ -89,6 +116,7 @@ def causal_dot_product(
     *,
     initial_state: LinearAttentionState | None = None,
     return_state: bool = False,
+    cu_seqlens: Tensor | None = None,
 ) -> Tensor | tuple[Tensor, LinearAttentionState]:
     """Numerator of causal linear attention: out_i = q_i S0 + sum_{j<=i} (q_i . k_j) v_j.
 
@@ -99,12 +127,17 @@ def causal_dot_product(
         initial_state: state (S0, z0) of earlier positions, in the accumulation dtype (fp32, fp64 for
             fp64 inputs); None means an empty prefix. z0 does not enter the numerator, but is carried on.
         return_state: also return the state after the last position.
+        cu_seqlens: (D + 1,) int32/int64 boundaries of D documents packed in one row (B = 1), from 0 to N,
+            never decreasing (empty documents allowed), on the CPU or the inputs' device; the state restarts at
+            each document, ``initial_state`` then holds one state per document (batch D) and the returned
+            state is each document's final one. Read on the host once per call (one synchronisation on a
+            GPU unless it is a CPU tensor); see ``lintf.ops.common.documents``.
 
     Returns:
         (B, H, N, M) in the dtype of v (the autocast dtype under autocast); with return_state, the
         pair (out, LinearAttentionState(S0 + sum_j k_j v_j^T, z0 + sum_j k_j)).
     """
-    return _causal_product(q, k, v, 0.0, False, initial_state, return_state)
+    return _causal_product(q, k, v, 0.0, False, initial_state, return_state, cu_seqlens)
 
 
 def causal_linear_attention(
@@ -115,6 +148,7 @@ def causal_linear_attention(
     *,
     initial_state: LinearAttentionState | None = None,
     return_state: bool = False,
+    cu_seqlens: Tensor | None = None,
 ) -> Tensor | tuple[Tensor, LinearAttentionState]:
     """Causal linear attention with its normaliser.
 
@@ -128,9 +162,14 @@ def causal_linear_attention(
         initial_state: state (S0 (B, H, C, M), z0 (B, H, C)) of earlier positions, in the accumulation
             dtype (fp32, fp64 for fp64 inputs); None means an empty prefix.
         return_state: also return the state after the last position.
+        cu_seqlens: (D + 1,) int32/int64 boundaries of D documents packed in one row (B = 1), from 0 to N,
+            never decreasing (empty documents allowed), on the CPU or the inputs' device; the state restarts at
+            each document, ``initial_state`` then holds one state per document (batch D) and the returned
+            state is each document's final one. Read on the host once per call (one synchronisation on a
+            GPU unless it is a CPU tensor); see ``lintf.ops.common.documents``.
 
     Returns:
         (B, H, N, M) in the dtype of v (the autocast dtype under autocast); with return_state, the
         pair (out, LinearAttentionState(S0 + sum_j k_j v_j^T, z0 + sum_j k_j)).
     """
-    return _causal_product(q, k, v, eps, True, initial_state, return_state)
+    return _causal_product(q, k, v, eps, True, initial_state, return_state, cu_seqlens)

@@ -8,6 +8,13 @@ backward pass the gradient reaching a rank's incoming state belongs to the local
 earlier ranks: one more all-gather and a reverse (exclusive suffix) scan route it there.
 Communication is O(B H C M) per call whatever N is; memory per rank is that of N / R positions.
 
+Packed documents: every rank passes the whole row's ``cu_seqlens`` (the same on every rank) and holds
+the positions [r N_r, (r + 1) N_r) that ``split_sequence`` gives it. A rank's local state is then that of
+its positions from its last document start on, and a rank in which a document starts (at its first
+position or later) passes on only that: the prefix scan restarts there (``ResettingPrefixState``). The
+rank runs its part as packed documents, the first one from the incoming state unless a document starts
+at the rank's first position, every later one from zeros.
+
 Works with any ``torch.distributed`` backend that has all_gather (gloo on CPU, NCCL on GPU).
 """
 
@@ -22,6 +29,7 @@ from torch import Tensor
 from lintf.ops.causal.product import causal_dot_product, causal_linear_attention
 from lintf.ops.causal.state import LinearAttentionState
 from lintf.ops.common.arguments import check_eps
+from lintf.ops.common.boundaries import check_cu_seqlens, local_boundaries
 from lintf.ops.common.dtypes import accumulation_dtype
 
 
@@ -49,6 +57,29 @@ class ExclusivePrefixState(torch.autograd.Function):
         return (torch.stack(later).sum(dim=0) if later else torch.zeros_like(grad_incoming)), None
 
 
+class ResettingPrefixState(torch.autograd.Function):
+    """Forward: S_r = c_{r-1} S_{r-1} + local_{r-1} from S_0 = 0, with c_r = 0 where a document starts on rank r,
+    else 1; backward: the reverse scan. The carries are host numbers every rank knows from cu_seqlens."""
+
+    @staticmethod
+    def forward(ctx: Any, local: Tensor, carries: list[float], group: Any) -> Tensor:  # noqa: D102 (autograd hook)
+        rank = dist.get_rank(group)
+        ctx.group, ctx.rank, ctx.carries = group, rank, carries
+        states = gather_from_ranks(local, group)
+        state = torch.zeros_like(local)
+        for earlier in range(rank):
+            state = carries[earlier] * state + states[earlier]
+        return state
+
+    @staticmethod
+    def backward(ctx: Any, grad_incoming: Tensor) -> tuple[Tensor, None, None]:  # noqa: D102 (autograd hook)
+        grads = gather_from_ranks(grad_incoming, ctx.group)
+        later = torch.zeros_like(grad_incoming)  # dL/dS_{r+1} through every later rank
+        for rank in range(len(grads) - 1, ctx.rank, -1):
+            later = grads[rank] + ctx.carries[rank] * later
+        return later, None, None
+
+
 def local_state(k: Tensor, v: Tensor) -> Tensor:
     """The rank's own keys and values as one (B, H, C, M + 1) tensor: [k^T v | sum_j k_j], accumulation dtype."""
     acc = accumulation_dtype(v.dtype)
@@ -73,8 +104,39 @@ def check_group_inputs(q: Tensor, group: Any, owner: str = "sequence parallel ca
         raise ValueError(f"{owner}: q must be (B, H, N_local, C), got {got}")
 
 
+def document_states(
+    owner: str, q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, group: Any
+) -> tuple[Tensor, LinearAttentionState]:
+    """The rank's own boundaries (a CPU tensor) and its documents' initial states from the whole row's cu_seqlens.
+
+    Args:
+        owner: the op, for messages.
+        q: (1, H, N_r, C) this rank's queries.
+        k: (1, H, N_r, C) keys.
+        v: (1, H, N_r, M) values.
+        cu_seqlens: the whole row's boundaries, from 0 to R N_r.
+        group: the process group.
+
+    Returns:
+        The (D_r + 1,) local boundaries and the (D_r, ...) initial states: the incoming state for a first
+        document begun on an earlier rank, zeros for every document that starts on this rank.
+    """
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    length = q.shape[2]
+    bounds = check_cu_seqlens(owner, cu_seqlens, q, length * world)
+    starting = {b // max(length, 1) for b in bounds[:-1]}  # the ranks on which a document starts
+    carries = [0.0 if r in starting else 1.0 for r in range(world)]
+    local, resets = local_boundaries(bounds, rank * length, length)
+    last = local[-2]  # the rank's last document start: what it passes on
+    incoming = ResettingPrefixState.apply(local_state(k[:, :, last:], v[:, :, last:]), carries, group)
+    # the incoming state stays in the graph even where it is cut, so every rank joins the backward's all-gather
+    first = incoming * (0.0 if resets else 1.0)
+    starts = torch.cat([first, first.new_zeros(len(local) - 2, *first.shape[1:])])  # (D_r, H, C, M + 1)
+    return torch.tensor(local, dtype=torch.int64), LinearAttentionState(starts[..., :-1], starts[..., -1])
+
+
 def sequence_parallel_causal_linear_attention(
-    q: Tensor, k: Tensor, v: Tensor, eps: float = 1e-6, group: Any = None
+    q: Tensor, k: Tensor, v: Tensor, eps: float = 1e-6, group: Any = None, *, cu_seqlens: Tensor | None = None
 ) -> Tensor:
     """Causal linear attention of a sequence whose positions are split in order across the ranks of ``group``.
 
@@ -84,19 +146,30 @@ def sequence_parallel_causal_linear_attention(
         v: (B, H, N_r, M) values.
         eps: added to the denominator; a finite number >= 0 (else a ValueError, before any communication).
         group: the process group whose ranks hold consecutive parts, rank 0 first; None: the default group.
+        cu_seqlens: the WHOLE row's (D + 1,) document boundaries (the same on every rank; B = 1, N_r the same
+            on every rank, as ``split_sequence`` gives), or None. See the module's docstring.
 
     Returns:
         (B, H, N_r, M): this rank's rows of causal linear attention over the whole sequence.
     """
-    check_eps("sequence-parallel causal linear attention", eps)
+    owner = "sequence-parallel causal linear attention"
+    check_eps(owner, eps)
     check_group_inputs(q, group)
-    return causal_linear_attention(q, k, v, eps, initial_state=incoming_state(k, v, group))
+    if cu_seqlens is None:
+        return causal_linear_attention(q, k, v, eps, initial_state=incoming_state(k, v, group))
+    local, starts = document_states(owner, q, k, v, cu_seqlens, group)
+    return causal_linear_attention(q, k, v, eps, initial_state=starts, cu_seqlens=local)
 
 
-def sequence_parallel_causal_dot_product(q: Tensor, k: Tensor, v: Tensor, group: Any = None) -> Tensor:
-    """The numerator alone (``causal_dot_product``) over a sequence split across ``group``; shapes as above."""
+def sequence_parallel_causal_dot_product(
+    q: Tensor, k: Tensor, v: Tensor, group: Any = None, *, cu_seqlens: Tensor | None = None
+) -> Tensor:
+    """The numerator alone (``causal_dot_product``) over a sequence split across ``group``; arguments as above."""
     check_group_inputs(q, group)
-    return causal_dot_product(q, k, v, initial_state=incoming_state(k, v, group))
+    if cu_seqlens is None:
+        return causal_dot_product(q, k, v, initial_state=incoming_state(k, v, group))
+    local, starts = document_states("sequence-parallel causal product", q, k, v, cu_seqlens, group)
+    return causal_dot_product(q, k, v, initial_state=starts, cu_seqlens=local)
 
 
 def split_sequence(x: Tensor, group: Any = None, dim: int = 2) -> Tensor:

@@ -32,6 +32,7 @@ from torch import Tensor
 
 from lintf.ops.causal.state import LinearAttentionState, check_state
 from lintf.ops.common.arguments import check_eps, check_range
+from lintf.ops.common.documents import packed_call
 from lintf.ops.common.dtypes import accumulation_dtype
 from lintf.ops.decayed import compiled
 from lintf.ops.decayed.chunked import DEFAULT_CHUNK_SIZE, decayed_product_chunked
@@ -102,6 +103,7 @@ def decayed_dot_product(
     chunk_size: int | None = None,
     initial_state: Tensor | None = None,
     return_state: bool = False,
+    cu_seqlens: Tensor | None = None,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Causal decayed product out_i = sum_{j<=i} exp(sum_{j<s<=i} log_decay_s) (q_i . k_j) v_j.
 
@@ -115,16 +117,41 @@ def decayed_dot_product(
         chunk_size: positions per chunk of the PyTorch path; None uses 64 (the compiled op uses 32).
         initial_state: (B, H, C, M) state before position 0 (decayed by log_decay_0); None is zeros.
         return_state: also return the state S_{N-1} after the last position.
+        cu_seqlens: (D + 1,) int32/int64 boundaries of D documents packed in one row (B = 1), from 0 to N,
+            never decreasing (empty documents allowed), on the CPU or the inputs' device; the state restarts at
+            each document, ``initial_state`` then holds one state per document (batch D) and the returned
+            state is each document's final one. Read on the host once per call (one synchronisation on a
+            GPU unless it is a CPU tensor); see ``lintf.ops.common.documents``.
 
     Returns:
         (B, H, N, M) in the dtype of v, and with ``return_state`` the final (B, H, C, M) state in
         the accumulation dtype.
     """
+    if cu_seqlens is not None:
+        return _packed_decayed_dot_product(q, k, v, log_decay, chunk_size, initial_state, return_state, cu_seqlens)
     check_decayed_inputs(q, k, v, log_decay, initial_state)
     chunk = _chunk_length(chunk_size, q.shape[2])
     with torch.autocast(q.device.type, enabled=False):
         out, state = _causal_pass(q, k, v, log_decay, chunk, initial_state)
     return (out.to(v.dtype), state) if return_state else out.to(v.dtype)
+
+
+def _packed_decayed_dot_product(
+    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, chunk_size: int | None, initial_state: Tensor | None,
+    return_state: bool, cu_seqlens: Tensor,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """``decayed_dot_product`` of each document of a packed row (``lintf.ops.common.documents``)."""
+    check_decayed_inputs(q, k, v, log_decay, None)
+
+    def run(tensors: dict[str, Tensor], state: Tensor | None) -> tuple[Tensor, Tensor]:
+        return decayed_dot_product(tensors["q"], tensors["k"], tensors["v"], tensors["log_decay"],
+                                   chunk_size=chunk_size, initial_state=state, return_state=True)
+
+    def zero_state(count: int) -> Tensor:
+        return v.new_zeros(count, q.shape[1], q.shape[3], v.shape[3], dtype=accumulation_dtype(v.dtype))
+
+    per_position = dict(q=q, k=k, v=v, log_decay=log_decay)
+    return packed_call("decayed product", run, per_position, cu_seqlens, initial_state, return_state, zero_state)
 
 
 def bidirectional_decayed_dot_product(
@@ -174,6 +201,7 @@ def decayed_linear_attention(
     chunk_size: int | None = None,
     initial_state: LinearAttentionState | None = None,
     return_state: bool = False,
+    cu_seqlens: Tensor | None = None,
 ) -> Tensor | tuple[Tensor, LinearAttentionState]:
     """Normalised decayed linear attention: the decayed product over the same product of ones.
 
@@ -193,6 +221,11 @@ def decayed_linear_attention(
         chunk_size: positions per chunk; None uses 64.
         initial_state: (S, z) before position 0 (causal only), decayed by log_decay_0; None: zeros.
         return_state: also return (S, z) after the last position (causal only), in the accumulation dtype.
+        cu_seqlens: (D + 1,) int32/int64 boundaries of D documents packed in one row (B = 1), from 0 to N,
+            never decreasing (empty documents allowed), on the CPU or the inputs' device; the state restarts at
+            each document (causal only), ``initial_state`` then holds one state per document (batch D) and the returned
+            state is each document's final one. Read on the host once per call (one synchronisation on a
+            GPU unless it is a CPU tensor); see ``lintf.ops.common.documents``.
 
     Returns:
         (B, H, N, M) in the dtype of v; with ``return_state`` the pair (out, LinearAttentionState).
@@ -200,6 +233,11 @@ def decayed_linear_attention(
     check_eps("decayed linear attention", eps)
     if not causal and (initial_state is not None or return_state):
         raise ValueError("decayed linear attention: initial_state and return_state need causal=True, got causal=False")
+    if not causal and cu_seqlens is not None:
+        raise ValueError("decayed linear attention: cu_seqlens needs causal=True, got causal=False")
+    if cu_seqlens is not None:
+        return _packed_decayed_linear_attention(q, k, v, log_decay, eps, chunk_size, initial_state, return_state,
+                                                cu_seqlens)
     acc = accumulation_dtype(v.dtype)
     values = v.to(acc)
     # the normaliser rides along as a column of ones: one pass gives numerator and denominator
@@ -217,3 +255,24 @@ def decayed_linear_attention(
     )
     out = (product[..., :-1] / (product[..., -1:] + eps)).to(v.dtype)
     return (out, LinearAttentionState(final[..., :-1], final[..., -1])) if return_state else out
+
+
+def _packed_decayed_linear_attention(
+    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, eps: float, chunk_size: int | None,
+    initial_state: LinearAttentionState | None, return_state: bool, cu_seqlens: Tensor,
+) -> Tensor | tuple[Tensor, LinearAttentionState]:
+    """Causal ``decayed_linear_attention`` of each document of a packed row (``lintf.ops.common.documents``)."""
+    check_decayed_inputs(q, k, v, log_decay, None)
+
+    def run(tensors: dict[str, Tensor], state: LinearAttentionState | None) -> tuple[Tensor, LinearAttentionState]:
+        return decayed_linear_attention(tensors["q"], tensors["k"], tensors["v"], tensors["log_decay"], eps=eps,
+                                        chunk_size=chunk_size, initial_state=state, return_state=True)
+
+    def zero_state(count: int) -> LinearAttentionState:
+        acc = accumulation_dtype(v.dtype)
+        return LinearAttentionState(v.new_zeros(count, q.shape[1], q.shape[3], v.shape[3], dtype=acc),
+                                    v.new_zeros(count, q.shape[1], q.shape[3], dtype=acc))
+
+    per_position = dict(q=q, k=k, v=v, log_decay=log_decay)
+    return packed_call("decayed linear attention", run, per_position, cu_seqlens, initial_state, return_state,
+                       zero_state)

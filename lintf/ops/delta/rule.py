@@ -28,6 +28,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from lintf.ops.common.documents import packed_call
 from lintf.ops.common.dtypes import accumulation_dtype
 from lintf.ops.delta import compiled
 from lintf.ops.common.arguments import check_range
@@ -62,6 +63,7 @@ def delta_rule(
     scale: float | None = None,
     initial_state: Tensor | None = None,
     return_state: bool = False,
+    cu_seqlens: Tensor | None = None,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """The delta rule (gated when ``log_decay`` is given) over a sequence; differentiable in every input.
 
@@ -75,11 +77,18 @@ def delta_rule(
         initial_state: (B, H, C, M) state before position 0, in the accumulation dtype (fp32, fp64 for fp64
             inputs); None is zeros.
         return_state: also return the state after the last position.
+        cu_seqlens: (D + 1,) int32/int64 boundaries of D documents packed in one row (B = 1), from 0 to N,
+            never decreasing (empty documents allowed), on the CPU or the inputs' device; the state restarts at
+            each document, ``initial_state`` then holds one state per document (batch D) and the returned
+            state is each document's final one. Read on the host once per call (one synchronisation on a
+            GPU unless it is a CPU tensor); see ``lintf.ops.common.documents``.
 
     Returns:
         (B, H, N, M) in the dtype of v (under autocast: the autocast dtype); with ``return_state`` the pair
         (out, final state (B, H, C, M) in the accumulation dtype).
     """
+    if cu_seqlens is not None:
+        return _packed_delta_rule(q, k, v, beta, log_decay, scale, initial_state, return_state, cu_seqlens)
     q, k, v = autocast_inputs(q, k, v)
     check_delta_rule_inputs(q, k, v, beta, log_decay, initial_state)
     factor = resolve_scale(OWNER, scale, q.shape[-1])
@@ -91,3 +100,23 @@ def delta_rule(
         else:
             out, state = delta_rule_chunked(q.to(acc), k.to(acc), v.to(acc), beta, decay, factor, initial_state)
     return (out.to(v.dtype), state) if return_state else out.to(v.dtype)
+
+
+def _packed_delta_rule(
+    q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay: Tensor | None, scale: float | None,
+    initial_state: Tensor | None, return_state: bool, cu_seqlens: Tensor,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """``delta_rule`` of each document of a packed row (``lintf.ops.common.documents``)."""
+    q, k, v = autocast_inputs(q, k, v)
+    check_delta_rule_inputs(q, k, v, beta, log_decay, None)
+    factor = resolve_scale(OWNER, scale, q.shape[-1])
+
+    def run(tensors: dict[str, Tensor | None], state: Tensor | None) -> tuple[Tensor, Tensor]:
+        return delta_rule(tensors["q"], tensors["k"], tensors["v"], tensors["beta"], log_decay=tensors["log_decay"],
+                          scale=factor, initial_state=state, return_state=True)
+
+    def zero_state(count: int) -> Tensor:
+        return v.new_zeros(count, q.shape[1], q.shape[3], v.shape[3], dtype=accumulation_dtype(v.dtype))
+
+    per_position = dict(q=q, k=k, v=v, beta=beta, log_decay=log_decay)
+    return packed_call(OWNER, run, per_position, cu_seqlens, initial_state, return_state, zero_state)

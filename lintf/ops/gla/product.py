@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from lintf.ops.common.arguments import check_range
+from lintf.ops.common.documents import packed_call
 from lintf.ops.common.dtypes import accumulation_dtype
 from lintf.ops.delta.arguments import autocast_inputs, check_per_position, check_qkv, resolve_scale
 from lintf.ops.delta.state import check_matrix_state
@@ -51,6 +52,7 @@ def gated_linear_attention(
     scale: float | None = None,
     initial_state: Tensor | None = None,
     return_state: bool = False,
+    cu_seqlens: Tensor | None = None,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """GLA's recurrence over a sequence; differentiable in every input.
 
@@ -63,11 +65,18 @@ def gated_linear_attention(
         initial_state: (B, H, C, M) state before position 0, in the accumulation dtype (fp32, fp64 for fp64
             inputs); None is zeros.
         return_state: also return the state after the last position.
+        cu_seqlens: (D + 1,) int32/int64 boundaries of D documents packed in one row (B = 1), from 0 to N,
+            never decreasing (empty documents allowed), on the CPU or the inputs' device; the state restarts at
+            each document, ``initial_state`` then holds one state per document (batch D) and the returned
+            state is each document's final one. Read on the host once per call (one synchronisation on a
+            GPU unless it is a CPU tensor); see ``lintf.ops.common.documents``.
 
     Returns:
         (B, H, N, M) in the dtype of v (under autocast: the autocast dtype); with ``return_state`` the pair
         (out, final state (B, H, C, M) in the accumulation dtype).
     """
+    if cu_seqlens is not None:
+        return _packed_gla(q, k, v, log_gate, scale, initial_state, return_state, cu_seqlens)
     q, k, v = autocast_inputs(q, k, v)
     check_gla_inputs(q, k, v, log_gate, initial_state)
     factor = resolve_scale(OWNER, scale, q.shape[-1])
@@ -78,3 +87,23 @@ def gated_linear_attention(
         else:
             out, state = gla_chunked(q.to(acc), k.to(acc), v.to(acc), log_gate.to(acc), factor, initial_state)
     return (out.to(v.dtype), state) if return_state else out.to(v.dtype)
+
+
+def _packed_gla(
+    q: Tensor, k: Tensor, v: Tensor, log_gate: Tensor, scale: float | None, initial_state: Tensor | None,
+    return_state: bool, cu_seqlens: Tensor,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """``gated_linear_attention`` of each document of a packed row (``lintf.ops.common.documents``)."""
+    q, k, v = autocast_inputs(q, k, v)
+    check_gla_inputs(q, k, v, log_gate, None)
+    factor = resolve_scale(OWNER, scale, q.shape[-1])
+
+    def run(tensors: dict[str, Tensor], state: Tensor | None) -> tuple[Tensor, Tensor]:
+        return gated_linear_attention(tensors["q"], tensors["k"], tensors["v"], tensors["log_gate"], scale=factor,
+                                      initial_state=state, return_state=True)
+
+    def zero_state(count: int) -> Tensor:
+        return v.new_zeros(count, q.shape[1], q.shape[3], v.shape[3], dtype=accumulation_dtype(v.dtype))
+
+    per_position = dict(q=q, k=k, v=v, log_gate=log_gate)
+    return packed_call(OWNER, run, per_position, cu_seqlens, initial_state, return_state, zero_state)
