@@ -11,12 +11,11 @@ hybrid pattern repeated to ``--n-layers`` (``gated_delta_net+recipe,softmax``). 
 each column trains at each rate and keeps its best, as Zoology sweeps the rate per model.
 
 The token embeddings start at std 0.02 (``--embedding-std``), the scale of the learned position
-codes, as GPT-2 and Zoology initialise both. At the task's own N(0, 1) the position codes are about
-1/50 of each input, and within a few thousand steps no model learned the association: each settled
-on recalling some value of the sequence not yet asked for (about 0.52 at 4 pairs, since the answers
-stand in the input); ``gated_delta_net+recipe`` at N = 64, 4 pairs went from 0.49 to 0.97 in 800
-steps with this one change. Softmax attention, which must learn to look at the previous token from
-learned absolute position codes, still stays on that plateau (``benchmarks/results/associative_recall.md``).
+codes, as GPT-2 and Zoology initialise both; at the task's own N(0, 1) the position codes are about
+1/50 of each input. Without a short convolution, a model must first learn to look at the previous
+token (from learned absolute position codes) before it can tie a value to its key; until then it
+recalls some value of the sequence not yet asked for (about 0.52 at 4 pairs, since the answers
+stand in the input). ``benchmarks/results/associative_recall.md`` holds what was measured.
 
 Writes under ``--out``:
 
