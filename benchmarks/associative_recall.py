@@ -6,6 +6,17 @@ every key-value count P in ``--pairs`` with 4 P <= N (the pairs, then every key 
 equal shares, as Zoology trains on a mixture; each batch holds ``--batch-tokens`` tokens
 (``batch-tokens / N`` sequences, so a step costs about the same at every N). The model then answers
 the queries of held-out sequences of each P on its own; the score is the share of values recalled.
+A column is an attention (``gla``), its layer recipe (``gla+recipe``, ``encoder.layer: recipe``) or a
+hybrid pattern repeated to ``--n-layers`` (``gated_delta_net+recipe,softmax``). With several ``--lr``
+each column trains at each rate and keeps its best, as Zoology sweeps the rate per model.
+
+The token embeddings start at std 0.02 (``--embedding-std``), the scale of the learned position
+codes, as GPT-2 and Zoology initialise both; at the task's own N(0, 1) the position codes are about
+1/50 of each input. Without a short convolution, a model must first learn to look at the previous
+token (from learned absolute position codes) before it can tie a value to its key; until then it
+recalls some value of the sequence not yet asked for (about 0.52 at 4 pairs, since the answers
+stand in the input). ``benchmarks/results/associative_recall.md`` holds what was measured.
+
 Writes under ``--out``:
 
 * ``associative_recall.md``: accuracy per (N, P) and attention;
@@ -13,9 +24,10 @@ Writes under ``--out``:
 * ``associative_recall.json``: the settings and, per (N, P), accuracy, and the final training loss and
   training time of the model of that N.
 
-    python -m benchmarks.associative_recall                         # 8 attentions x 4 lengths (hours on a CPU)
+    python -m benchmarks.associative_recall                         # 15 columns x 4 lengths (hours on a CPU)
     python -m benchmarks.associative_recall --accelerator gpu       # the same on a GPU
     python -m benchmarks.associative_recall --attentions linear delta_net --lengths 128 --pairs 8 16
+    python -m benchmarks.associative_recall --attentions gla+recipe gated_delta_net+recipe,softmax --lr 1e-3 3e-3
     python -m benchmarks.associative_recall --quick                 # a smoke run of a few seconds per cell
     python -m benchmarks.associative_recall --add --attentions gla  # one more column beside the saved ones
 
@@ -46,8 +58,12 @@ from lintf.tasks import AssociativeRecallTask
 from benchmarks.measure import write_report, write_whole
 
 ATTENTIONS_COMPARED = ["softmax", "linear", "gated_linear", "gla", "delta_net", "gated_delta_net", "retention", "local"]
+COLUMNS_COMPARED = [*ATTENTIONS_COMPARED,
+                    *(f"{name}+recipe" for name in ATTENTIONS_COMPARED if name in lintf.list_layers()),
+                    "gated_delta_net+recipe,softmax"]
+"""The default columns: every compared attention bare, then each with its layer recipe, then a hybrid."""
 QUICK = {"lengths": [32], "pairs": [2, 4], "steps": 20, "batch_tokens": 256, "test_size": 32, "d_model": 16,
-         "n_layers": 1, "n_heads": 2}
+         "n_layers": 2, "n_heads": 2}
 """--quick: every size small enough for a smoke run; the attentions stay those asked for."""
 
 
@@ -66,8 +82,36 @@ def cells(lengths: list[int], pairs: list[int]) -> list[tuple[int, int]]:
     return [(length, count) for length in lengths for count in pairs if 4 * count <= length]
 
 
-def train_length(attention: str, length: int, pairs: list[int], args: argparse.Namespace) -> dict[str, dict]:
-    """Train one attention at length N on a mixture of the pair counts; test accuracy, final loss, time per (N, P)."""
+def encoder_of(column: str, args: argparse.Namespace) -> EncoderConfig:
+    """The encoder a column names: ``name``, ``name+recipe`` (its layer recipe), or a hybrid pattern of those
+    joined by commas, repeated to ``--n-layers`` (``gated_delta_net+recipe,softmax``)."""
+    entries = [entry.partition("+") for entry in column.split(",")]
+    names = [name for name, _, _ in entries]
+    layers = ["recipe" if kind == "recipe" else "projections" for _, _, kind in entries]
+    return EncoderConfig(d_model=args.d_model, n_layers=args.n_layers, n_heads=args.n_heads, dropout=0.0,
+                         attention=names if len(names) > 1 else names[0],
+                         layer=layers if len(layers) > 1 else layers[0])
+
+
+def check_column(column: str) -> str:
+    """``column`` if every entry is a causal attention, with ``+recipe`` only where it has a layer recipe."""
+    causal = [name for name in lintf.list_attentions() if ATTENTIONS.get(name).supports_causal]
+    for entry in column.split(","):
+        name, plus, kind = entry.partition("+")
+        if name not in causal:
+            raise argparse.ArgumentTypeError(f"{name!r} in {column!r} is not a causal attention; choose from "
+                                             f"{', '.join(causal)}")
+        if plus and (kind != "recipe" or name not in lintf.list_layers()):
+            raise argparse.ArgumentTypeError(f"{entry!r}: only '+recipe' is allowed, for an attention with a layer "
+                                             f"recipe ({', '.join(lintf.list_layers())})")
+    return column
+
+
+def train_length(attention: str, length: int, pairs: list[int], args: argparse.Namespace,
+                 lr: float | None = None) -> dict[str, dict]:
+    """Train one column at length N on a mixture of the pair counts at learning rate ``lr`` (None: the first of
+    ``--lr``); test accuracy, final loss, time per (N, P)."""
+    lr = args.lr[0] if lr is None else lr
     seed_everything(args.seed, verbose=False)
     batch = max(1, args.batch_tokens // length)
     share = -(-batch * args.steps // len(pairs))  # training sequences per pair count, ceil
@@ -76,13 +120,13 @@ def train_length(attention: str, length: int, pairs: list[int], args: argparse.N
             for count in pairs}
     mixture = DataLoader(ConcatDataset([split.split("train") for split in data.values()]), batch_size=batch,
                          shuffle=True)
-    encoder = EncoderConfig(d_model=args.d_model, n_layers=args.n_layers, n_heads=args.n_heads, dropout=0.0,
-                            attention=attention)
     model = AssociativeRecallTask(
-        data[pairs[0]].vocab_size, length, encoder, optimizer=partial(torch.optim.AdamW, lr=args.lr),
-        lr_scheduler=partial(torch.optim.lr_scheduler.OneCycleLR, max_lr=args.lr, total_steps=args.steps,
+        data[pairs[0]].vocab_size, length, encoder_of(attention, args),
+        optimizer=partial(torch.optim.AdamW, lr=lr, weight_decay=args.weight_decay),
+        lr_scheduler=partial(torch.optim.lr_scheduler.OneCycleLR, max_lr=lr, total_steps=args.steps,
                              pct_start=0.1),
     )
+    torch.nn.init.normal_(model.token_embedding.weight, std=args.embedding_std)
     final = FinalLoss()
     quiet = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False,
              "accelerator": args.accelerator, "devices": 1}
@@ -93,10 +137,21 @@ def train_length(attention: str, length: int, pairs: list[int], args: argparse.N
     results = {}
     for count, split in data.items():
         accuracy = Trainer(**quiet).test(model, split.test_dataloader(), verbose=False)[0]["test/accuracy"]
-        print(f"{attention} N={length} P={count}: accuracy {accuracy:.3f}", flush=True)
-        results[f"{length}x{count}"] = {"accuracy": accuracy, "final_loss": final.loss, "train_seconds": wall}
-    print(f"{attention} N={length}: final training loss {final.loss:.3f}, {wall:.0f} s", flush=True)
+        print(f"{attention} lr {lr:g} N={length} P={count}: accuracy {accuracy:.3f}", flush=True)
+        results[f"{length}x{count}"] = {"accuracy": accuracy, "final_loss": final.loss, "train_seconds": wall,
+                                        "lr": lr}
+    print(f"{attention} lr {lr:g} N={length}: final training loss {final.loss:.3f}, {wall:.0f} s", flush=True)
     return results
+
+
+def best_over_rates(attention: str, length: int, pairs: list[int], args: argparse.Namespace) -> dict[str, dict]:
+    """Train at each ``--lr`` and keep the rate of the highest mean accuracy over the pair counts (as Zoology picks
+    each model's rate); every rate's mean accuracy is kept beside the cells as ``sweep``."""
+    runs = {lr: train_length(attention, length, pairs, args, lr) for lr in args.lr}
+    means = {lr: sum(cell["accuracy"] for cell in run.values()) / len(run) for lr, run in runs.items()}
+    best = max(means, key=means.get)
+    return {cell: {**result, "sweep": {f"{lr:g}": mean for lr, mean in means.items()}}
+            for cell, result in runs[best].items()}
 
 
 def plot(results: dict, settings: dict, path: Path) -> None:
@@ -151,7 +206,7 @@ def saved_results(args: argparse.Namespace) -> dict:
 
 def in_table_order(results: dict) -> dict:
     """The compared attentions in their usual order, then any others by name."""
-    rank = {name: index for index, name in enumerate(ATTENTIONS_COMPARED)}
+    rank = {name: index for index, name in enumerate(COLUMNS_COMPARED)}
     return {name: results[name] for name in sorted(results, key=lambda n: (rank.get(n, len(rank)), n))}
 
 
@@ -172,19 +227,31 @@ def report(results: dict, settings: dict) -> list[str]:
     threads = settings.get("threads", 1)
     hardware = settings.get("device") or f"{threads} CPU thread{'s' if threads != 1 else ''}"
     names = list(results)
+    rates = settings["lr"] if isinstance(settings["lr"], list) else [settings["lr"]]
+    many = len(rates) > 1
+    rates = " / ".join(f"{rate:g}" for rate in rates)
+    embedding = f"; token embeddings drawn with std {settings.get('embedding_std', 1.0)}"
     lines = [
         "# Multi-query associative recall (MQAR)", "",
         f"`{command_of(settings)}` on {hardware}: {settings['d_model']}-wide, {settings['n_layers']}-layer models "
         f"with {settings['n_heads']} heads, one per attention and N, each trained {settings['steps']} steps of "
-        f"{settings['batch_tokens']} tokens on a mixture of the pair counts P of its N (lr {settings['lr']}, seed "
-        f"{settings['seed']}; {settings['n_keys']} key and {settings['n_values']} value tokens). Share of queried "
-        f"values recalled on {settings['test_size']} held-out sequences of each (N, P) (chance: "
-        f"1/{settings['n_values']}).", "",
+        f"{settings['batch_tokens']} tokens on a mixture of the pair counts P of its N (AdamW, one-cycle peak lr "
+        f"{rates}{', the best per column and N by mean accuracy on the same held-out sequences' if many else ''}; "
+        f"weight decay {settings.get('weight_decay', 0.01)}; seed {settings['seed']}; {settings['n_keys']} key and "
+        f"{settings['n_values']} value tokens{embedding}). Share of queried values recalled on "
+        f"{settings['test_size']} held-out sequences of each (N, P) (chance: 1/{settings['n_values']}). A column "
+        "`NAME+recipe` is the attention's layer recipe (`encoder.layer: recipe`); `A,B` is a hybrid stack of that "
+        "pattern.", "",
         f"| N | pairs | {' | '.join(names)} |", f"|---|---|{'---|' * len(names)}",
     ]
     for length, pairs in cells(settings["lengths"], settings["pairs"]):
         row = [f"{results[name][f'{length}x{pairs}']['accuracy']:.3f}" for name in names]
         lines.append(f"| {length} | {pairs} | {' | '.join(row)} |")
+    if many:
+        for length in sorted({length for length, _ in cells(settings["lengths"], settings["pairs"])}):
+            chosen = [f"{next(c['lr'] for k, c in results[n].items() if k.startswith(f'{length}x')):g}"
+                      for n in names]
+            lines.append(f"| {length} | lr chosen | {' | '.join(chosen)} |")
     return lines
 
 
@@ -199,9 +266,10 @@ def write_results(finished: dict, args: argparse.Namespace) -> None:
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    causal = [name for name in lintf.list_attentions() if ATTENTIONS.get(name).supports_causal]
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--attentions", nargs="+", default=ATTENTIONS_COMPARED, choices=causal)
+    parser.add_argument("--attentions", nargs="+", default=COLUMNS_COMPARED, type=check_column,
+                        help="columns: an attention, NAME+recipe for its layer recipe, or a hybrid pattern of those "
+                        "joined by commas (gated_delta_net+recipe,softmax), repeated to --n-layers")
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 256, 512], help="sequence lengths N")
     parser.add_argument("--pairs", type=int, nargs="+", default=[4, 8, 16, 32, 64], help="key-value pairs P")
     parser.add_argument("--steps", type=int, default=4000, help="optimizer steps per attention and N")
@@ -212,7 +280,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--d-model", type=int, default=64)
     parser.add_argument("--n-layers", type=int, default=2)
     parser.add_argument("--n-heads", type=int, default=2)
-    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--lr", type=float, nargs="+", default=[3e-3], help="peak learning rates; with several, "
+                        "each column trains at each and keeps the best (mean accuracy over its cells)")
+    parser.add_argument("--weight-decay", type=float, default=0.01, help="AdamW's weight decay")
+    parser.add_argument("--embedding-std", type=float, default=0.02, help="initial std of the token embeddings: "
+                        "0.02 puts them on the scale of the learned position codes; 1 is the task's own N(0, 1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--accelerator", default="cpu", help="Lightning's accelerator: cpu, gpu, auto")
     parser.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK}")
@@ -243,8 +315,8 @@ def main(argv: list[str] | None = None) -> None:
     finished = {}
     for name in args.attentions:
         finished[name] = {cell: result for length in lengths
-                          for cell, result in train_length(name, length, [p for n, p in cells([length], args.pairs)],
-                                                           args).items()}
+                          for cell, result in best_over_rates(name, length, [p for n, p in cells([length], args.pairs)],
+                                                              args).items()}
         write_results(finished, args)
 
 

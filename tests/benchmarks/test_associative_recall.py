@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from benchmarks.associative_recall import ATTENTIONS_COMPARED, cells, command_of, main, parse, settings_of
+from benchmarks.associative_recall import (
+    ATTENTIONS_COMPARED, cells, command_of, encoder_of, main, parse, settings_of)
 from lintf.registry import ATTENTIONS
 
 
@@ -42,6 +43,34 @@ def test_quick_run_writes_results(tmp_path):
     assert "| N | pairs | linear | gla | delta_net |" in (tmp_path / "associative_recall.md").read_text()
 
 
+def test_columns_name_a_layer_recipe_or_a_hybrid_stack(capsys):
+    args = parse(["--attentions", "gated_delta_net+recipe", "gated_delta_net+recipe,softmax", "--n-layers", "4"])
+    recipe, hybrid = (encoder_of(column, args) for column in args.attentions)
+    assert (recipe.attention_per_layer, recipe.layer_per_layer) == (["gated_delta_net"] * 4, ["recipe"] * 4)
+    assert hybrid.attention_per_layer == ["gated_delta_net", "softmax"] * 2
+    assert hybrid.layer_per_layer == ["recipe", "projections"] * 2
+    for column, message in (("softmax+recipe", "only '+recipe' is allowed, for an attention with a layer recipe"),
+                            ("gla+fla", "only '+recipe' is allowed"),
+                            ("gla,nope", "'nope' in 'gla,nope' is not a causal")):
+        with pytest.raises(SystemExit):
+            parse(["--attentions", column])
+        assert message in capsys.readouterr().err
+
+
+def test_a_learning_rate_sweep_keeps_each_columns_best_rate(tmp_path, monkeypatch):
+    import benchmarks.associative_recall as bench
+
+    def train_length(attention, length, pairs, args, lr=None):  # accuracy peaks at lr 1e-3
+        return {f"{length}x{p}": {"accuracy": 1.0 - abs(lr - 1e-3) * 100, "final_loss": 1.0, "train_seconds": 1.0,
+                                  "lr": lr} for p in pairs}
+
+    monkeypatch.setattr(bench, "train_length", train_length)
+    main(["--quick", "--lr", "3e-4", "1e-3", "3e-3", "--attentions", "gla", "--out", str(tmp_path)])
+    cell = json.loads((tmp_path / "associative_recall.json").read_text())["results"]["gla"]["32x2"]
+    assert cell["lr"] == 1e-3 and set(cell["sweep"]) == {"0.0003", "0.001", "0.003"}
+    assert "| 32 | lr chosen | 0.001 |" in (tmp_path / "associative_recall.md").read_text()
+
+
 def test_the_table_names_the_command_that_made_it():
     settings = settings_of(parse(["--steps", "30", "--lengths", "64", "128", "--attentions", "gla"]))
     assert command_of(settings) == "python -m benchmarks.associative_recall --lengths 64 128 --steps 30"
@@ -60,7 +89,7 @@ def test_add_keeps_a_saved_column_until_this_run_replaces_it(tmp_path, monkeypat
     saved.write_text(json.dumps({"settings": settings, "results": {"gla": cells_with(0.5)}}))
     seen = []
 
-    def train_length(attention, length, pairs, args):  # what the file holds as each attention starts
+    def train_length(attention, length, pairs, args, lr=None):  # what the file holds as each attention starts
         seen.append((attention, json.loads(saved.read_text())["results"]))
         return cells_with(0.9, pairs)
 

@@ -141,7 +141,8 @@ def test_refusals_say_what_is_allowed():
     with pytest.raises(ValueError, match=r"state.q_conv must be a torch.float64 tensor of shape \(1, 12, 3\)"):
         layer(x, causal=True, state=layer.init_state(2, dtype=torch.float64))
     with pytest.raises(ValueError, match="layer 'recipe' for attention softmax, which has none; attentions with a "
-                                         "layer recipe: delta_net, gated_delta_net, gla, linear"):
+                                         "layer recipe: delta_net, gated_delta_net, gated_linear, gla, linear, "
+                                         "retention"):
         EncoderConfig(d_model=8, n_heads=2, n_layers=2, attention=["gated_delta_net", "softmax"], layer="recipe")
     with pytest.raises(ValueError, match="every layer is a layer recipe; give a recipe's own feature map"):
         TransformerEncoder(EncoderConfig(d_model=8, n_heads=2, attention="gla", layer="recipe", feature_map="relu"))
@@ -175,4 +176,4 @@ def test_a_recipe_layer_refuses_to_split_a_sequence_across_ranks():
 def test_the_registry_lists_the_recipes():
     import lintf
 
-    assert lintf.list_layers() == ["delta_net", "gated_delta_net", "gla", "linear"]
+    assert lintf.list_layers() == ["delta_net", "gated_delta_net", "gated_linear", "gla", "linear", "retention"]
