@@ -29,13 +29,13 @@ struct Workspace {
   T *vbuf, *gbuf, *dos, *dx, *x, *r, *u, *du;        // L x mp
   T* ut;                                             // mp x L
   T *decay, *h, *tinv, *p, *pt, *dp, *dpt, *da, *dat, *z, *tinvt;  // L x L
-  T *st, *dst;                                       // mp x cp
+  T* st;                                             // mp x cp
   T *b, *e, *f, *beta, *de, *df;                     // L
   const T *q = nullptr, *k = nullptr, *v = nullptr;  // the chunk's tiles (packed, or the inputs themselves)
   T whole = 1;                                       // exp(b_L)
   int64_t rows_in_chunk = 0;
 
-  explicit Workspace(const Dims& d) : buffer_(L * (11 * d.cp + 9 * d.mp + 11 * L + 6) + 2 * d.mp * d.cp) {
+  explicit Workspace(const Dims& d) : buffer_(L * (11 * d.cp + 9 * d.mp + 11 * L + 6) + d.mp * d.cp) {
     T* next = buffer_.data();
     auto take = [&next](std::initializer_list<T**> slots, int64_t size) {
       for (T** slot : slots) *slot = next, next += size;  // sizes are multiples of 16 elements: aligned
@@ -44,7 +44,7 @@ struct Workspace {
     take({&rows, &cols}, 2 * L * d.cp);
     take({&vbuf, &gbuf, &dos, &dx, &x, &r, &u, &du, &ut}, L * d.mp);
     take({&decay, &h, &tinv, &p, &pt, &dp, &dpt, &da, &dat, &z, &tinvt}, L * L);
-    take({&st, &dst}, d.mp * d.cp);
+    take({&st}, d.mp * d.cp);
     take({&b, &e, &f, &beta, &de, &df}, L);
   }
 
@@ -132,15 +132,21 @@ void chunk_decays(const T* log_decay, int64_t rows, Workspace<T>& w) {
   }
 }
 
-// The chunk's decays, beta, K (and K^T), h = (K K^T) o G strictly below the diagonal (0 elsewhere) and
-// tinv = (I + A)^{-1} with A = diag(beta) h, by forward substitution (row t of tinv is nonzero up to t).
+// The chunk's decays, beta and K (and K^T); `rows_in_chunk` its positions.
 template <typename scalar_t, typename T>
-void prepare(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w) {
+void chunk_inputs(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w) {
   const int64_t rows = w.rows_in_chunk = std::min(L, d.n - t0);
   chunk_decays(rows_of(a.log_decay, d, head, t0, 1), rows, w);
   const T* beta = rows_of(a.beta, d, head, t0, 1);
   for (int64_t t = 0; t < L; ++t) w.beta[t] = t < rows ? beta[t] : T(0);  // padded rows write nothing
   w.k = cpu::pack(rows_of(a.k, d, head, t0, d.c), rows, d.c, d.cp, w.kbuf, w.kt);
+}
+
+// chunk_inputs, then h = (K K^T) o G strictly below the diagonal (0 elsewhere) and tinv = (I + A)^{-1}
+// with A = diag(beta) h, by forward substitution (row t of tinv is nonzero up to t), into w.h, w.tinv.
+template <typename scalar_t, typename T>
+void prepare(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w) {
+  chunk_inputs(d, a, head, t0, w);
   tile::gemm<T>(L, L, d.cp, w.k, d.cp, w.kt, L, w.h, L, false, Shape::kLowerOut);
   for (int64_t t = 0; t < L; ++t) {
     T* row = w.h + t * L;

@@ -49,8 +49,8 @@ void output_gradients(const Dims& d, const T* grad_state, Workspace<T>& w) {
   tile::gemm<T>(L, d.cp, L, w.dp, L, w.k, d.cp, w.dq, d.cp, false, Shape::kLowerA);
   cpu::transpose(w.dp, L, L, w.dpt);
   tile::gemm<T>(L, d.cp, L, w.dpt, L, w.q, d.cp, w.dk, d.cp, false, Shape::kUpperA);
-  cpu::transpose(grad_state, d.cp, d.mp, w.dst);
-  tile::gemm<T>(L, d.cp, d.mp, w.u, d.mp, w.dst, d.cp, w.rows, d.cp, false);  // U dS^T
+  tile::gemm<T>(d.cp, L, d.mp, grad_state, d.mp, w.ut, L, w.cols, L, false);  // dS U^T: dS read once
+  cpu::transpose(w.cols, d.cp, L, w.rows);                                     // U dS^T
   for (int64_t t = 0; t < L; ++t) {
     w.df[t] = tile::dot<T>(w.k + t * d.cp, w.rows + t * d.cp, d.cp);
     for (int64_t c = 0; c < d.cp; ++c) w.dk[t * d.cp + c] += w.f[t] * w.rows[t * d.cp + c];
@@ -122,12 +122,12 @@ void decay_gradients(T state_product, int64_t rows, T* d_log_decay, Workspace<T>
   }
 }
 
-// The chunk's gradients given its entering state and X (kept by the forward sweep) and grad_state =
+// The chunk's gradients given its entering state, X, h and tinv (kept by the forward sweep) and grad_state =
 // dL/dS_out, which becomes dL/dS_in.
 template <typename scalar_t, typename T>
 void backward_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, const T* state,
                     const T* x, T* grad_state, Workspace<T>& w) {
-  prepare(d, a, head, t0, w);
+  chunk_inputs(d, a, head, t0, w);  // w.h, w.tinv: kept by the forward sweep
   solve_updates(d, x, w);
   const int64_t rows = w.rows_in_chunk;
   w.q = cpu::pack(rows_of(a.q, d, head, t0, d.c), rows, d.c, d.cp, w.qbuf, w.qt);
@@ -155,15 +155,16 @@ void forward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
   save_state(state.data(), d, state_of(a.state_out, d, head));
 }
 
-// A forward sweep keeps the state entering every chunk and the chunk's X (kept.h); the reverse sweep
+// A forward sweep keeps the state entering every chunk, the chunk's X, h and tinv (kept.h); the reverse sweep
 // carries dL/dS through them.
 template <typename scalar_t, typename T>
 void backward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
   Workspace<T> w(d);
-  Kept<T> kept(d.chunks, d.cp * d.mp, L * d.mp);
+  Kept<T> kept(d.chunks, d.cp * d.mp, L * d.mp, L * L);
   cpu::AlignedBuffer<T> grad_state(d.cp * d.mp);
   load_state(state_of(a.state0, d, head), d, kept.state(0));
   for (int64_t chunk = 0; chunk < d.chunks; ++chunk) {
+    w.h = kept.h(chunk), w.tinv = kept.tinv(chunk);  // prepare writes them there
     prepare(d, a, head, chunk * L, w);
     updates(d, a, head, chunk * L, kept.state(chunk), w);
     std::copy(w.x, w.x + L * d.mp, kept.x(chunk));
@@ -171,6 +172,7 @@ void backward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
   }
   load_state(state_of(a.grad_state, d, head), d, grad_state.data());
   for (int64_t chunk = d.chunks - 1; chunk >= 0; --chunk) {
+    w.h = kept.h(chunk), w.tinv = kept.tinv(chunk);
     backward_chunk(d, a, head, chunk * L, kept.state(chunk), kept.x(chunk), grad_state.data(), w);
   }
   save_state(grad_state.data(), d, state_of(a.state_out, d, head));
