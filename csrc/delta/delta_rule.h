@@ -25,6 +25,8 @@
 
 #include "common/cpu/state_args.h"
 
+#include <cstddef>
+
 namespace lintf::delta {
 
 using cpu::Dims;
@@ -40,6 +42,14 @@ struct Args : cpu::StateArgs<scalar_t, T> {
 };
 
 using Path = cpu::HeadPath<Args>;
+
+// Memory for what the backward's forward sweeps keep (cpu/kept.h), reused by the heads of one call so
+// that fresh pages are faulted in once per thread, not once per head (cpu/kept_pool.cpp): take_kept
+// returns a 64-byte aligned block of at least `bytes` (a returned one when one is large enough),
+// give_kept returns it, release_kept frees every returned block (the backward calls it after its heads).
+void* take_kept(std::size_t bytes);
+void give_kept(void* block, std::size_t bytes);
+void release_kept();
 
 // Null when not compiled into this build (the x86-64 paths elsewhere).
 const Path* avx512_path();
