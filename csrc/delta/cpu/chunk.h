@@ -29,13 +29,13 @@ struct Workspace {
   T *vbuf, *gbuf, *dos, *dx, *x, *r, *u, *du;        // L x mp
   T* ut;                                             // mp x L
   T *decay, *h, *tinv, *p, *pt, *dp, *dpt, *da, *dat, *z, *tinvt;  // L x L
-  T* st;                                             // mp x cp
+  T* dost;                                           // mp x 2L
   T *b, *e, *f, *beta, *de, *df;                     // L
   const T *q = nullptr, *k = nullptr, *v = nullptr;  // the chunk's tiles (packed, or the inputs themselves)
   T whole = 1;                                       // exp(b_L)
   int64_t rows_in_chunk = 0;
 
-  explicit Workspace(const Dims& d) : buffer_(L * (11 * d.cp + 9 * d.mp + 11 * L + 6) + d.mp * d.cp) {
+  explicit Workspace(const Dims& d) : buffer_(L * (11 * d.cp + 11 * d.mp + 11 * L + 6)) {
     T* next = buffer_.data();
     auto take = [&next](std::initializer_list<T**> slots, int64_t size) {
       for (T** slot : slots) *slot = next, next += size;  // sizes are multiples of 16 elements: aligned
@@ -44,7 +44,7 @@ struct Workspace {
     take({&rows, &cols}, 2 * L * d.cp);
     take({&vbuf, &gbuf, &dos, &dx, &x, &r, &u, &du, &ut}, L * d.mp);
     take({&decay, &h, &tinv, &p, &pt, &dp, &dpt, &da, &dat, &z, &tinvt}, L * L);
-    take({&st}, d.mp * d.cp);
+    take({&dost}, 2 * L * d.mp);
     take({&b, &e, &f, &beta, &de, &df}, L);
   }
 

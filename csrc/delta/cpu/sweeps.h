@@ -83,8 +83,9 @@ void solve_gradients(const Dims& d, const T* x, T* d_beta, Workspace<T>& w) {
 // The products with S_in^T, [dO; dX] S_in^T in one (dos and dx are adjacent): dQ, dK and de.
 template <typename T>
 void entering_state_gradients(const Dims& d, const T* state, Workspace<T>& w) {
-  cpu::transpose(state, d.cp, d.mp, w.st);
-  tile::gemm<T>(2 * L, d.cp, d.mp, w.dos, d.mp, w.st, d.cp, w.rows, d.cp, false);  // [dO; dX] S_in^T
+  cpu::transpose(w.dos, 2 * L, d.mp, w.dost);
+  tile::gemm<T>(d.cp, 2 * L, d.mp, state, d.mp, w.dost, 2 * L, w.cols, 2 * L, false);  // S_in [dO; dX]^T
+  cpu::transpose(w.cols, d.cp, 2 * L, w.rows);  // [dO; dX] S_in^T: S_in (cold) is read once, row by row
   const T* dx_rows = w.rows + L * d.cp;
   for (int64_t t = 0; t < L; ++t) {
     w.de[t] = tile::dot<T>(w.q + t * d.cp, w.rows + t * d.cp, d.cp);
@@ -164,10 +165,10 @@ void backward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
   cpu::AlignedBuffer<T> grad_state(d.cp * d.mp);
   load_state(state_of(a.state0, d, head), d, kept.state(0));
   for (int64_t chunk = 0; chunk < d.chunks; ++chunk) {
-    w.h = kept.h(chunk), w.tinv = kept.tinv(chunk);  // prepare writes them there
+    w.h = kept.h(chunk), w.tinv = kept.tinv(chunk);  // prepare writes h and tinv there
     prepare(d, a, head, chunk * L, w);
+    w.x = kept.x(chunk);  // updates writes X there
     updates(d, a, head, chunk * L, kept.state(chunk), w);
-    std::copy(w.x, w.x + L * d.mp, kept.x(chunk));
     if (chunk + 1 < d.chunks) advance(d, kept.state(chunk), kept.state(chunk + 1), w);
   }
   load_state(state_of(a.grad_state, d, head), d, grad_state.data());
