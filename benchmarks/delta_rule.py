@@ -1,7 +1,7 @@
 """Delta rule and GLA benchmark on the CPU: the compiled ops against their PyTorch chunked paths and FLA's references.
 
     python -m benchmarks.delta_rule [--lengths 1024 4096 16384] [--dims 64 128] [--threads 1 2] [--repeats 3]
-        [--implementations compiled pytorch ...]
+        [--implementations compiled pytorch ...] [--split-repeats 7]
 
 B=1, H=8, C=M (``--dims``), fp32. The delta rule (``lintf.ops.delta_rule``: q, k L2-normalised,
 beta = sigmoid of a normal draw, no decay) and GLA (``lintf.ops.gated_linear_attention``: log-gates
@@ -18,7 +18,10 @@ Per implementation: fwd ms (no gradients), fwd+bwd ms (gradients of q, k, v and 
 median of ``--repeats`` calls after a warm-up call (one call when the warm-up took over
 ``--slow-seconds``), and MB, the peak extra resident memory of one fwd+bwd call over its inputs.
 ``--implementations`` keeps only the named ones (e.g. ``compiled``: the C++ ops and the causal product).
-The compiled delta rule's backward is reported against its forward as (fwd+bwd - fwd) / fwd.
+The compiled delta rule's backward is reported against its forward as (fwd+bwd - fwd) / fwd, and, with
+``--split-repeats`` > 0, from the op's own forward and backward calls (``torch.ops.lintf.delta_rule`` and
+``delta_rule_backward``) alternated in one loop, timed in the calling thread's CPU time (one thread: on a
+machine shared with other work, wall time counts the time other processes hold the core), medians.
 Writes benchmarks/results/delta_rule.md and .json.
 """
 
@@ -27,7 +30,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import statistics
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -138,6 +143,37 @@ def run_benchmark(lengths: list[int], dims: list[int], threads: list[int], args:
     return rows
 
 
+def split_ratio(n: int, dim: int, repeats: int) -> Row:
+    """CPU ms of the compiled delta rule's forward and backward calls, alternated, medians, and their ratio."""
+    q, k, v, beta = delta_inputs(n, dim)
+    grad = torch.randn_like(v)
+    calls = {"fwd": lambda: torch.ops.lintf.delta_rule(q, k, v, beta, None, dim**-0.5, None),
+             "bwd": lambda: torch.ops.lintf.delta_rule_backward(grad, q, k, v, beta, None, dim**-0.5, None, None)}
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for step in range(repeats + 1):  # the first round warms up
+        for name, fn in calls.items():
+            start = time.thread_time()
+            fn()
+            if step > 0:
+                times[name].append(1e3 * (time.thread_time() - start))
+    fwd, bwd = (statistics.median(times[name]) for name in calls)
+    ratios = sorted(b / f for b, f in zip(times["bwd"], times["fwd"]))
+    return {"C=M": dim, "N": n, "fwd": fwd, "bwd": bwd, "ratio": bwd / fwd, "low": ratios[0], "high": ratios[-1]}
+
+
+def split_lines(splits: list[Row], repeats: int) -> list[str]:
+    if not splits:
+        return []
+    title = (f"Compiled delta rule, 1 thread, the op's forward and backward calls alternated {repeats} times, "
+             "CPU time of the calling thread, medians:")
+    lines = ["", title, "",
+             "| C=M | N | fwd ms | bwd ms | bwd / fwd | lowest, highest pairwise |", "|---|---|---|---|---|---|"]
+    for r in splits:
+        lines.append(f"| {r['C=M']} | {r['N']} | {r['fwd']:.1f} | {r['bwd']:.1f} | {r['ratio']:.2f}x "
+                     f"| {r['low']:.2f}, {r['high']:.2f} |")
+    return lines
+
+
 def find(rows: list[Row], **match: object) -> Row | None:
     return next((r for r in rows if all(r[key] == value for key, value in match.items())), None)
 
@@ -161,7 +197,9 @@ def targets(rows: list[Row]) -> list[str]:
     return lines
 
 
-def report(rows: list[Row], command: str, args: argparse.Namespace, load: tuple[float, float]) -> list[str]:
+def report(
+    rows: list[Row], splits: list[Row], command: str, args: argparse.Namespace, load: tuple[float, float]
+) -> list[str]:
     lines = [
         "# Delta rule and GLA benchmark (CPU)",
         "",
@@ -175,6 +213,7 @@ def report(rows: list[Row], command: str, args: argparse.Namespace, load: tuple[
         f"Load average (1 min) before / after: {load[0]:.2f} / {load[1]:.2f} on {os.cpu_count()} cores.",
         "",
         *targets(rows),
+        *split_lines(splits, args.split_repeats),
         "",
         "| op | implementation | C=M | threads | N | fwd ms | fwd+bwd ms | MB |",
         "|---|---|---|---|---|---|---|---|",
@@ -198,15 +237,22 @@ def main() -> None:
                         help="time one call instead of the median of --repeats when the warm-up took longer")
     parser.add_argument("--implementations", nargs="+", default=None,
                         help="measure only these (compiled, pytorch, fla chunkwise, ...); default: all")
+    parser.add_argument("--split-repeats", type=int, default=7,
+                        help="rounds of the compiled delta rule's forward / backward split at the longest N (0: none)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     release_freed_memory_eagerly()
     torch.manual_seed(0)
     load_before = os.getloadavg()[0]
     rows = run_benchmark(args.lengths, args.dims, args.threads, args)
+    splits = []
+    if args.split_repeats > 0 and delta_compiled.serves(CPU):
+        torch.set_num_threads(1)
+        splits = [split_ratio(max(args.lengths), dim, args.split_repeats) for dim in args.dims]
+        print(splits, flush=True)
     command = " ".join(["python -m benchmarks.delta_rule", *sys.argv[1:]])
-    lines = report(rows, command, args, (load_before, os.getloadavg()[0]))
-    write_report(args.out, "delta_rule", lines, {"rows": rows})
+    lines = report(rows, splits, command, args, (load_before, os.getloadavg()[0]))
+    write_report(args.out, "delta_rule", lines, {"rows": rows, "split": splits})
 
 
 if __name__ == "__main__":
