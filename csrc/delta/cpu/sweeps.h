@@ -156,21 +156,30 @@ void forward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
   save_state(state.data(), d, state_of(a.state_out, d, head));
 }
 
-// A forward sweep keeps the state entering every chunk, the chunk's X, h and tinv (kept.h); the reverse sweep
-// carries dL/dS through them.
+// dst = src (n elements, both vector-aligned) by streaming stores: the kept states are written once
+// and read back only by the reverse sweep, so they neither need their lines read first nor a place in
+// the caches.
+template <typename T>
+void keep(const T* src, int64_t n, T* dst) {
+  for (int64_t i = 0; i < n; i += tile::kWidth<T>) tile::stream<T>(dst + i, tile::load<T>(src + i));
+}
+
+// A forward sweep on a running state that stays in the caches keeps a copy of the state entering every
+// chunk and the chunk's X, h and tinv (kept.h); the reverse sweep carries dL/dS through them.
 template <typename scalar_t, typename T>
 void backward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
   Workspace<T> w(d);
   Kept<T> kept(d.chunks, d.cp * d.mp, L * d.mp, L * L);
-  cpu::AlignedBuffer<T> grad_state(d.cp * d.mp);
-  load_state(state_of(a.state0, d, head), d, kept.state(0));
+  cpu::AlignedBuffer<T> state(d.cp * d.mp), grad_state(d.cp * d.mp);
+  load_state(state_of(a.state0, d, head), d, state.data());
   for (int64_t chunk = 0; chunk < d.chunks; ++chunk) {
-    w.h = kept.h(chunk), w.tinv = kept.tinv(chunk);  // prepare writes h and tinv there
+    keep(state.data(), d.cp * d.mp, kept.state(chunk));
+    w.h = kept.h(chunk), w.tinv = kept.tinv(chunk), w.x = kept.x(chunk);  // prepare, updates write there
     prepare(d, a, head, chunk * L, w);
-    w.x = kept.x(chunk);  // updates writes X there
-    updates(d, a, head, chunk * L, kept.state(chunk), w);
-    if (chunk + 1 < d.chunks) advance(d, kept.state(chunk), kept.state(chunk + 1), w);
+    updates(d, a, head, chunk * L, state.data(), w);
+    if (chunk + 1 < d.chunks) advance(d, state.data(), state.data(), w);
   }
+  tile::fence();
   load_state(state_of(a.grad_state, d, head), d, grad_state.data());
   for (int64_t chunk = d.chunks - 1; chunk >= 0; --chunk) {
     w.h = kept.h(chunk), w.tinv = kept.tinv(chunk);
