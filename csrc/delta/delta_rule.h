@@ -18,9 +18,9 @@
 //   X = V - diag(exp(b)) K S_in,   U = T diag(beta) X
 //   out   = scale (diag(exp(b)) Q S_in + ((Q K^T) o G) U)
 //   S_out = exp(b_L) S_in + (diag(exp(b_L - b)) K)^T U
-// The backward recomputes the chunks' entering states in a forward sweep (one (C, M) state per
-// chunk and head held at a time per thread: O(N C M / 32) per thread), then runs the chunks in
-// reverse carrying dL/dS.
+// The backward recomputes the chunks' entering states in a forward sweep and keeps each with the
+// chunk's X, h and tinv (cpu/kept.h: N (C M / 32 + M + 64) values of the head a thread works on), then
+// runs the chunks in reverse carrying dL/dS.
 #pragma once
 
 #include "common/cpu/state_args.h"
