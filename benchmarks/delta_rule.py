@@ -1,6 +1,7 @@
 """Delta rule and GLA benchmark on the CPU: the compiled ops against their PyTorch chunked paths and FLA's references.
 
     python -m benchmarks.delta_rule [--lengths 1024 4096 16384] [--dims 64 128] [--threads 1 2] [--repeats 3]
+        [--implementations compiled pytorch ...] [--split-repeats 7]
 
 B=1, H=8, C=M (``--dims``), fp32. The delta rule (``lintf.ops.delta_rule``: q, k L2-normalised,
 beta = sigmoid of a normal draw, no decay) and GLA (``lintf.ops.gated_linear_attention``: log-gates
@@ -16,6 +17,11 @@ the delta rule's forward.
 Per implementation: fwd ms (no gradients), fwd+bwd ms (gradients of q, k, v and beta or the gates),
 median of ``--repeats`` calls after a warm-up call (one call when the warm-up took over
 ``--slow-seconds``), and MB, the peak extra resident memory of one fwd+bwd call over its inputs.
+``--implementations`` keeps only the named ones (e.g. ``compiled``: the C++ ops and the causal product).
+The compiled delta rule's backward is reported against its forward as (fwd+bwd - fwd) / fwd, and, with
+``--split-repeats`` > 0, from the op's own forward and backward calls (``torch.ops.lintf.delta_rule`` and
+``delta_rule_backward``) alternated in one loop, timed in the calling thread's CPU time (one thread: on a
+machine shared with other work, wall time counts the time other processes hold the core), medians.
 Writes benchmarks/results/delta_rule.md and .json.
 """
 
@@ -24,7 +30,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import statistics
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -74,14 +82,15 @@ def fla_references() -> dict[str, tuple[str, Op]]:
     }
 
 
-def implementations() -> list[tuple[str, str, Op, str | None]]:
-    """(op, name, function, LINTF_EXTENSION value) of everything measured."""
+def implementations(only: list[str] | None = None) -> list[tuple[str, str, Op, str | None]]:
+    """(op, name, function, LINTF_EXTENSION value) of everything measured (only the names in ``only``, if given)."""
     ops = [("delta rule", lambda t: delta_rule(*t), delta_compiled),
            ("gla", lambda t: gated_linear_attention(*t), gla_compiled)]
     rows = [(op, "compiled", fn, None) for op, fn, compiled in ops if compiled.serves(CPU)]
     rows += [(op, "pytorch", fn, "off") for op, fn, _ in ops]
     rows += [(op, name, fn, None) for name, (op, fn) in fla_references().items()]
-    return rows + [("causal product", "compiled", lambda t: causal_dot_product(*t[:3]), None)]
+    rows += [("causal product", "compiled", lambda t: causal_dot_product(*t[:3]), None)]
+    return [row for row in rows if only is None or row[1] in only]
 
 
 def call(fn: Op, tensors: list[torch.Tensor], backward: bool) -> Callable[[], None]:
@@ -123,7 +132,7 @@ def run_benchmark(lengths: list[int], dims: list[int], threads: list[int], args:
             for n in lengths:
                 inputs = {"delta rule": delta_inputs(n, dim), "gla": gla_inputs(n, dim)}
                 inputs["causal product"] = inputs["delta rule"]
-                for op, name, fn, extension in implementations():
+                for op, name, fn, extension in implementations(args.implementations):
                     if name.startswith("fla") and n > args.reference_max:
                         continue
                     if "recurrent" in name and n > args.recurrent_max:
@@ -134,12 +143,43 @@ def run_benchmark(lengths: list[int], dims: list[int], threads: list[int], args:
     return rows
 
 
+def split_ratio(n: int, dim: int, repeats: int) -> Row:
+    """CPU ms of the compiled delta rule's forward and backward calls, alternated, medians, and their ratio."""
+    q, k, v, beta = delta_inputs(n, dim)
+    grad = torch.randn_like(v)
+    calls = {"fwd": lambda: torch.ops.lintf.delta_rule(q, k, v, beta, None, dim**-0.5, None),
+             "bwd": lambda: torch.ops.lintf.delta_rule_backward(grad, q, k, v, beta, None, dim**-0.5, None, None)}
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for step in range(repeats + 1):  # the first round warms up
+        for name, fn in calls.items():
+            start = time.thread_time()
+            fn()
+            if step > 0:
+                times[name].append(1e3 * (time.thread_time() - start))
+    fwd, bwd = (statistics.median(times[name]) for name in calls)
+    ratios = sorted(b / f for b, f in zip(times["bwd"], times["fwd"]))
+    return {"C=M": dim, "N": n, "fwd": fwd, "bwd": bwd, "ratio": bwd / fwd, "low": ratios[0], "high": ratios[-1]}
+
+
+def split_lines(splits: list[Row], repeats: int) -> list[str]:
+    if not splits:
+        return []
+    title = (f"Compiled delta rule, 1 thread, the op's forward and backward calls alternated {repeats} times, "
+             "CPU time of the calling thread, medians:")
+    lines = ["", title, "",
+             "| C=M | N | fwd ms | bwd ms | bwd / fwd | lowest, highest pairwise |", "|---|---|---|---|---|---|"]
+    for r in splits:
+        lines.append(f"| {r['C=M']} | {r['N']} | {r['fwd']:.1f} | {r['bwd']:.1f} | {r['ratio']:.2f}x "
+                     f"| {r['low']:.2f}, {r['high']:.2f} |")
+    return lines
+
+
 def find(rows: list[Row], **match: object) -> Row | None:
     return next((r for r in rows if all(r[key] == value for key, value in match.items())), None)
 
 
 def targets(rows: list[Row]) -> list[str]:
-    """The two ratios the compiled delta rule aims at, at the longest length measured, per C = M and thread count."""
+    """The ratios the compiled delta rule aims at, at the longest length measured, per C = M and thread count."""
     lines = []
     for row in rows:
         if (row["op"], row["implementation"]) != ("delta rule", "compiled") or row["N"] != max(r["N"] for r in rows):
@@ -147,13 +187,19 @@ def targets(rows: list[Row]) -> list[str]:
         shape = {key: row[key] for key in ("C=M", "threads", "N")}
         pytorch = find(rows, op="delta rule", implementation="pytorch", **shape)
         causal = find(rows, op="causal product", **shape)
-        lines.append(f"- C=M={row['C=M']}, {row['threads']} thread(s), N={row['N']}: pytorch / compiled fwd+bwd "
-                     f"{pytorch['fwd+bwd'] / row['fwd+bwd']:.1f}x (target >= 5x); compiled delta rule fwd / causal "
-                     f"product fwd {row['fwd'] / causal['fwd']:.1f}x (target <= 3x)")
+        backward = (row["fwd+bwd"] - row["fwd"]) / row["fwd"]
+        parts = [f"compiled delta rule backward / forward {backward:.2f}x (target <= 3x at C=M=128)"]
+        if pytorch is not None:
+            parts.append(f"pytorch / compiled fwd+bwd {pytorch['fwd+bwd'] / row['fwd+bwd']:.1f}x (target >= 5x)")
+        if causal is not None:
+            parts.append(f"compiled delta rule fwd / causal product fwd {row['fwd'] / causal['fwd']:.1f}x (target <= 3x)")
+        lines.append(f"- C=M={row['C=M']}, {row['threads']} thread(s), N={row['N']}: " + "; ".join(parts))
     return lines
 
 
-def report(rows: list[Row], command: str, args: argparse.Namespace, load: tuple[float, float]) -> list[str]:
+def report(
+    rows: list[Row], splits: list[Row], command: str, args: argparse.Namespace, load: tuple[float, float]
+) -> list[str]:
     lines = [
         "# Delta rule and GLA benchmark (CPU)",
         "",
@@ -167,6 +213,7 @@ def report(rows: list[Row], command: str, args: argparse.Namespace, load: tuple[
         f"Load average (1 min) before / after: {load[0]:.2f} / {load[1]:.2f} on {os.cpu_count()} cores.",
         "",
         *targets(rows),
+        *split_lines(splits, args.split_repeats),
         "",
         "| op | implementation | C=M | threads | N | fwd ms | fwd+bwd ms | MB |",
         "|---|---|---|---|---|---|---|---|",
@@ -188,15 +235,24 @@ def main() -> None:
                         help="longest N of FLA's step-by-step references")
     parser.add_argument("--slow-seconds", type=float, default=2.0,
                         help="time one call instead of the median of --repeats when the warm-up took longer")
+    parser.add_argument("--implementations", nargs="+", default=None,
+                        help="measure only these (compiled, pytorch, fla chunkwise, ...); default: all")
+    parser.add_argument("--split-repeats", type=int, default=7,
+                        help="rounds of the compiled delta rule's forward / backward split at the longest N (0: none)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     release_freed_memory_eagerly()
     torch.manual_seed(0)
     load_before = os.getloadavg()[0]
     rows = run_benchmark(args.lengths, args.dims, args.threads, args)
+    splits = []
+    if args.split_repeats > 0 and delta_compiled.serves(CPU):
+        torch.set_num_threads(1)
+        splits = [split_ratio(max(args.lengths), dim, args.split_repeats) for dim in args.dims]
+        print(splits, flush=True)
     command = " ".join(["python -m benchmarks.delta_rule", *sys.argv[1:]])
-    lines = report(rows, command, args, (load_before, os.getloadavg()[0]))
-    write_report(args.out, "delta_rule", lines, {"rows": rows})
+    lines = report(rows, splits, command, args, (load_before, os.getloadavg()[0]))
+    write_report(args.out, "delta_rule", lines, {"rows": rows, "split": splits})
 
 
 if __name__ == "__main__":

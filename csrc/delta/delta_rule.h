@@ -18,12 +18,14 @@
 //   X = V - diag(exp(b)) K S_in,   U = T diag(beta) X
 //   out   = scale (diag(exp(b)) Q S_in + ((Q K^T) o G) U)
 //   S_out = exp(b_L) S_in + (diag(exp(b_L - b)) K)^T U
-// The backward recomputes the chunks' entering states in a forward sweep (one (C, M) state per
-// chunk and head held at a time per thread: O(N C M / 32) per thread), then runs the chunks in
-// reverse carrying dL/dS.
+// The backward recomputes the chunks' entering states in a forward sweep and keeps each with the
+// chunk's X, h and tinv (cpu/kept.h: N (C M / 32 + M + 64) values of the head a thread works on), then
+// runs the chunks in reverse carrying dL/dS.
 #pragma once
 
 #include "common/cpu/state_args.h"
+
+#include <cstddef>
 
 namespace lintf::delta {
 
@@ -40,6 +42,14 @@ struct Args : cpu::StateArgs<scalar_t, T> {
 };
 
 using Path = cpu::HeadPath<Args>;
+
+// Memory for what the backward's forward sweeps keep (cpu/kept.h), reused by the heads of one call so
+// that fresh pages are faulted in once per thread, not once per head (cpu/kept_pool.cpp): take_kept
+// returns a 64-byte aligned block of at least `bytes` (a returned one when one is large enough),
+// give_kept returns it, release_kept frees every returned block (the backward calls it after its heads).
+void* take_kept(std::size_t bytes);
+void give_kept(void* block, std::size_t bytes);
+void release_kept();
 
 // Null when not compiled into this build (the x86-64 paths elsewhere).
 const Path* avx512_path();

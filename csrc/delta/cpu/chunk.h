@@ -6,6 +6,7 @@
 
 #include "common/cpu/pack.h"
 #include "common/cpu/tile.h"
+#include "delta/cpu/kept.h"
 #include "delta/delta_rule.h"
 
 #include <cmath>
@@ -17,29 +18,33 @@ using cpu::kChunk;
 using tile::Shape;
 constexpr int64_t L = kChunk;
 
-// Scratch of one head's passes, 64-byte aligned; its size is independent of N.
+// Scratch of one head's passes, 64-byte aligned; its size is independent of N. dos and dx are
+// adjacent, as are their (2L x cp) products with S_in^T in rows, so one product serves both.
 template <typename T>
 struct Workspace {
-  T *qbuf, *kbuf, *scaled, *dq, *dk, *rows;          // L x cp
-  T *qt, *kt, *cols;                                 // cp x L
-  T *vbuf, *gbuf, *dos, *x, *r, *u, *du, *dx;        // L x mp
+  T *qbuf, *kbuf, *scaled, *dq, *dk;                 // L x cp
+  T* rows;                                           // 2L x cp
+  T *qt, *kt;                                        // cp x L
+  T* cols;                                           // cp x 2L
+  T *vbuf, *gbuf, *dos, *dx, *x, *r, *u, *du;        // L x mp
   T* ut;                                             // mp x L
   T *decay, *h, *tinv, *p, *pt, *dp, *dpt, *da, *dat, *z, *tinvt;  // L x L
-  T *st, *dst;                                       // mp x cp
+  T* dost;                                           // mp x 2L
   T *b, *e, *f, *beta, *de, *df;                     // L
   const T *q = nullptr, *k = nullptr, *v = nullptr;  // the chunk's tiles (packed, or the inputs themselves)
   T whole = 1;                                       // exp(b_L)
   int64_t rows_in_chunk = 0;
 
-  explicit Workspace(const Dims& d) : buffer_(L * (9 * d.cp + 9 * d.mp + 11 * L + 6) + 2 * d.mp * d.cp) {
+  explicit Workspace(const Dims& d) : buffer_(L * (11 * d.cp + 11 * d.mp + 11 * L + 6)) {
     T* next = buffer_.data();
     auto take = [&next](std::initializer_list<T**> slots, int64_t size) {
       for (T** slot : slots) *slot = next, next += size;  // sizes are multiples of 16 elements: aligned
     };
-    take({&qbuf, &kbuf, &scaled, &dq, &dk, &rows, &qt, &kt, &cols}, L * d.cp);
-    take({&vbuf, &gbuf, &dos, &x, &r, &u, &du, &dx, &ut}, L * d.mp);
+    take({&qbuf, &kbuf, &scaled, &dq, &dk, &qt, &kt}, L * d.cp);
+    take({&rows, &cols}, 2 * L * d.cp);
+    take({&vbuf, &gbuf, &dos, &dx, &x, &r, &u, &du, &ut}, L * d.mp);
     take({&decay, &h, &tinv, &p, &pt, &dp, &dpt, &da, &dat, &z, &tinvt}, L * L);
-    take({&st, &dst}, d.mp * d.cp);
+    take({&dost}, 2 * L * d.mp);
     take({&b, &e, &f, &beta, &de, &df}, L);
   }
 
@@ -100,12 +105,22 @@ void scale_columns(const T* xt, const T* w, int64_t ld, T factor, T* out) {
 }
 
 // b_t, exp(b_t), exp(b_L - b_t), exp(b_L) and decay[t][s] = exp(b_t - b_s) for s <= t (0 above) for a
-// chunk of `rows` log-decays (null: no decay; padded rows decay nothing). Every exponent is <= 0.
+// chunk of `rows` log-decays (null: no decay, every factor exactly 1; padded rows decay nothing).
+// Every exponent is <= 0.
 template <typename T>
 void chunk_decays(const T* log_decay, int64_t rows, Workspace<T>& w) {
+  if (log_decay == nullptr) {
+    std::fill(w.b, w.b + L, T(0)), std::fill(w.e, w.e + L, T(1)), std::fill(w.f, w.f + L, T(1));
+    w.whole = 1;
+    for (int64_t t = 0; t < L; ++t) {
+      std::fill(w.decay + t * L, w.decay + t * L + t + 1, T(1));
+      std::fill(w.decay + t * L + t + 1, w.decay + (t + 1) * L, T(0));
+    }
+    return;
+  }
   T b = 0;
   for (int64_t t = 0; t < L; ++t) {
-    b += log_decay != nullptr && t < rows ? log_decay[t] : T(0);
+    b += t < rows ? log_decay[t] : T(0);
     w.b[t] = b;
   }
   for (int64_t t = 0; t < L; ++t) w.e[t] = std::exp(w.b[t]), w.f[t] = std::exp(b - w.b[t]);
@@ -117,15 +132,21 @@ void chunk_decays(const T* log_decay, int64_t rows, Workspace<T>& w) {
   }
 }
 
-// The chunk's decays, beta, K (and K^T), h = (K K^T) o G strictly below the diagonal (0 elsewhere) and
-// tinv = (I + A)^{-1} with A = diag(beta) h, by forward substitution (row t of tinv is nonzero up to t).
+// The chunk's decays, beta and K (and K^T); `rows_in_chunk` its positions.
 template <typename scalar_t, typename T>
-void prepare(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w) {
+void chunk_inputs(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w) {
   const int64_t rows = w.rows_in_chunk = std::min(L, d.n - t0);
   chunk_decays(rows_of(a.log_decay, d, head, t0, 1), rows, w);
   const T* beta = rows_of(a.beta, d, head, t0, 1);
   for (int64_t t = 0; t < L; ++t) w.beta[t] = t < rows ? beta[t] : T(0);  // padded rows write nothing
   w.k = cpu::pack(rows_of(a.k, d, head, t0, d.c), rows, d.c, d.cp, w.kbuf, w.kt);
+}
+
+// chunk_inputs, then h = (K K^T) o G strictly below the diagonal (0 elsewhere) and tinv = (I + A)^{-1}
+// with A = diag(beta) h, by forward substitution (row t of tinv is nonzero up to t), into w.h, w.tinv.
+template <typename scalar_t, typename T>
+void prepare(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w) {
+  chunk_inputs(d, a, head, t0, w);
   tile::gemm<T>(L, L, d.cp, w.k, d.cp, w.kt, L, w.h, L, false, Shape::kLowerOut);
   for (int64_t t = 0; t < L; ++t) {
     T* row = w.h + t * L;
@@ -142,26 +163,32 @@ void prepare(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0
   }
 }
 
-// x = V - diag(exp(b)) K S_in, r = diag(beta) x and the updates u = tinv r (after prepare).
+// r = diag(beta) x and the updates u = tinv r (after prepare).
+template <typename T>
+void solve_updates(const Dims& d, const T* x, Workspace<T>& w) {
+  for (int64_t t = 0; t < L; ++t) {
+    for (int64_t c = 0; c < d.mp; ++c) w.r[t * d.mp + c] = w.beta[t] * x[t * d.mp + c];
+  }
+  tile::gemm<T>(L, d.mp, L, w.tinv, L, w.r, d.mp, w.u, d.mp, false, Shape::kLowerA);
+}
+
+// x = V - diag(exp(b)) K S_in, then solve_updates (after prepare).
 template <typename scalar_t, typename T>
 void updates(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, const T* state, Workspace<T>& w) {
   w.v = cpu::pack(rows_of(a.v, d, head, t0, d.m), w.rows_in_chunk, d.m, d.mp, w.vbuf, static_cast<T*>(nullptr));
   tile::gemm<T>(L, d.mp, d.cp, w.k, d.cp, state, d.mp, w.x, d.mp, false);
   for (int64_t t = 0; t < L; ++t) {
-    for (int64_t c = 0; c < d.mp; ++c) {
-      const T x = w.v[t * d.mp + c] - w.e[t] * w.x[t * d.mp + c];
-      w.x[t * d.mp + c] = x, w.r[t * d.mp + c] = w.beta[t] * x;
-    }
+    for (int64_t c = 0; c < d.mp; ++c) w.x[t * d.mp + c] = w.v[t * d.mp + c] - w.e[t] * w.x[t * d.mp + c];
   }
-  tile::gemm<T>(L, d.mp, L, w.tinv, L, w.r, d.mp, w.u, d.mp, false, Shape::kLowerA);
+  solve_updates(d, w.x, w);
 }
 
-// state = exp(b_L) state + (diag(exp(b_L - b)) K)^T u (after updates).
+// next = exp(b_L) state + (diag(exp(b_L - b)) K)^T u (after updates; next may be state itself).
 template <typename T>
-void advance(const Dims& d, T* state, Workspace<T>& w) {
-  scale(state, w.whole, d.cp * d.mp);
+void advance(const Dims& d, const T* state, T* next, Workspace<T>& w) {
+  for (int64_t i = 0; i < d.cp * d.mp; ++i) next[i] = w.whole * state[i];
   scale_columns(w.kt, w.f, d.cp, T(1), w.cols);
-  tile::gemm<T>(d.cp, d.mp, L, w.cols, L, w.u, d.mp, state, d.mp, true);
+  tile::gemm<T>(d.cp, d.mp, L, w.cols, L, w.u, d.mp, next, d.mp, true);
 }
 
 // tile (L x L) o= decay on and below the diagonal, 0 above.

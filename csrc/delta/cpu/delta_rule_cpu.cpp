@@ -62,6 +62,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
     d_beta.zero_(), d_log_decay.zero_();
     return {call.dq, call.dk, call.dv, d_beta, d_log_decay, call.state_out};
   }
+  const struct Release {
+    ~Release() { release_kept(); }  // the heads' kept memory, also when a head throws
+  } release;
   cpu::run_heads(selected_path(), call, [&](auto& a) {
     cpu::point(a.beta, bc), cpu::point(a.log_decay, lc), cpu::point(a.d_beta, d_beta);
     cpu::point(a.d_log_decay, lc.defined() ? d_log_decay : at::Tensor());
