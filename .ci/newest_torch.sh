@@ -39,7 +39,7 @@ mkdir "$work/fit"
   --data.init_args.train_size 320 --data.init_args.val_size 32 \
   --model.init_args.encoder.d_model 16 --model.init_args.encoder.n_layers 1 \
   --model.init_args.lr_scheduler.init_args.total_steps 5)
-test -s "$work/fit/lightning_logs/version_0/checkpoints/last.ckpt"
+test -s "$work/fit/lightning_logs/copy-linear/version_0/checkpoints/last.ckpt"
 
 # (c) two processes from an empty extension cache: the first builds, saying only that it starts and how
 # long it took on stderr (torch's note that its CUDA build finds no CUDA runtime stays out of it), the
