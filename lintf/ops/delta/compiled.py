@@ -12,7 +12,7 @@ The schema lives in ``csrc/delta/delta_rule.cpp``, the kernels beside it (CPU:
 q, k: (B, H, N, C); v, out, grad_out: (B, H, N, M), all fp16, bf16, fp32 or fp64; beta and the
 optional log_decay (B, H, N), the states (B, H, C, M) and their gradients in the accumulation dtype
 (fp32, fp64 for fp64 inputs); d_log_decay is empty without log_decay. The first backward runs the
-compiled ``delta_rule_backward`` (its memory grows as N C M / 32 per thread on the CPU, as the chunks'
+compiled ``delta_rule_backward`` (its memory grows as N (C M / 32 + M + 64) values per thread on the CPU, as the chunks'
 states and L x L matrices on CUDA, not with the graph of a chunked PyTorch pass); a backward that records a graph of its own (``create_graph=True``)
 differentiates the pure-PyTorch chunked path instead. Under autocast the op runs in the autocast
 dtype and keeps fp32 states. The extension runs ``register_python_parts`` once the library is
