@@ -30,6 +30,7 @@ from pathlib import Path
 RESULTS = Path(__file__).parent / "results"
 CHUNK = 64  # positions per chunk (tile::kChunk)
 THREADS = 256  # threads of a scan block
+ROW_TERMS_ROWS = 8  # rows per block of row_terms_kernel: one warp each
 F32 = 4
 
 # measured on the machines these kernels ran on: a device-to-device copy through PyTorch (bytes read and
@@ -80,7 +81,6 @@ def _sizes(s: Shape) -> dict[str, int]:
     return {
         "qk": s.heads * s.n * s.c * s.size,  # q, k, dq, dk
         "v": s.heads * s.n * s.m * s.size,  # v, out, grad_out, dv
-        "v32": s.heads * s.n * s.m * F32,
         "states": s.heads * s.chunks * s.c * s.m * F32,
         "norms": s.heads * s.chunks * s.c * F32,
         "state": s.heads * s.c * s.m * F32,
@@ -91,7 +91,7 @@ def _sizes(s: Shape) -> dict[str, int]:
 
 
 def _scan(s: Shape, name: str, width: int, states: int, start: int, total: int) -> Launch:
-    """A scan of (heads, chunks, width) fp32 states in place: one thread per (head, column)."""
+    """A scan of (heads, chunks, width) fp32 states in place (or of two, widths summed): one thread per (head, column)."""
     return Launch(name, math.ceil(s.heads * width / THREADS), states + start, states + total,
                   s.heads * s.chunks * width)
 
@@ -102,37 +102,31 @@ def _intra_flops(s: Shape, products: int) -> int:
 
 
 def causal_forward(s: Shape) -> list[Launch]:
-    """chunk_state_kernel, the kv and z scans, chunk_output_kernel (normalised)."""
+    """chunk_state_kernel, the kv and z scans (one launch), chunk_output_kernel (normalised)."""
     b, blocks = _sizes(s), s.heads * s.chunks * s.value_tiles
     return [
         Launch("chunk_state", blocks, b["qk"] * s.value_tiles + b["v"], b["states"] + b["norms"],
                2 * s.heads * s.n * s.c * s.m),
-        _scan(s, "state_scan kv", s.c * s.m, b["states"], 0, b["state"]),
-        _scan(s, "state_scan z", s.c, b["norms"], 0, b["norm"]),
+        _scan(s, "state_scan kv z", s.c * s.m + s.c, b["states"] + b["norms"], 0, b["state"] + b["norm"]),
         Launch("chunk_output", blocks, 2 * b["qk"] * s.value_tiles + b["v"] + b["states"] + b["norms"] * s.value_tiles,
                b["v"] + b["rows"], _intra_flops(s, s.c * s.value_tiles + s.m) + 2 * s.heads * s.n * s.c * s.m),
     ]
 
 
 def causal_backward(s: Shape) -> list[Launch]:
-    """The normaliser's ATen terms, both sweeps' states and scans, chunk_dq_kernel, chunk_dkv_kernel."""
+    """row_terms_kernel (the normaliser's terms), both sweeps' states and scans, chunk_dq_kernel, chunk_dkv_kernel."""
     b, blocks = _sizes(s), s.heads * s.chunks * s.value_tiles
     per_chunk = s.heads * s.chunks
     states_flops = 2 * s.heads * s.n * s.c * s.m
     return [
-        Launch("aten.reciprocal", 0, b["rows"], b["rows"]),  # r = 1 / denominator
-        Launch("aten._to_copy grad", 0, b["v"], b["v32"]),
-        Launch("aten._to_copy out", 0, b["v"], b["v32"]),
-        Launch("aten.mul", 0, 2 * b["v32"], b["v32"]),
-        Launch("aten.sum", 0, b["v32"], b["rows"]),
-        Launch("aten.neg_", 0, b["rows"], b["rows"]),  # gd = -(grad . out)
+        # r = 1 / denominator and -(grad . out), one warp per row
+        Launch("row_terms", math.ceil(s.heads * s.n / ROW_TERMS_ROWS), b["rows"] + 2 * b["v"], 2 * b["rows"],
+               2 * s.heads * s.n * s.m),
         Launch("chunk_state kv", blocks, b["qk"] * s.value_tiles + b["v"], b["states"] + b["norms"], states_flops),
         Launch("chunk_state dkv", blocks, b["qk"] * s.value_tiles + b["v"] + 2 * b["rows"], b["states"] + b["norms"],
                states_flops),
-        _scan(s, "state_scan kv", s.c * s.m, b["states"], 0, 0),
-        _scan(s, "state_scan z", s.c, b["norms"], 0, 0),
-        _scan(s, "state_scan dkv", s.c * s.m, b["states"], 0, b["state"]),
-        _scan(s, "state_scan dz", s.c, b["norms"], 0, b["norm"]),
+        _scan(s, "state_scan kv z", s.c * s.m + s.c, b["states"] + b["norms"], 0, 0),
+        _scan(s, "state_scan dkv dz", s.c * s.m + s.c, b["states"] + b["norms"], 0, b["state"] + b["norm"]),
         Launch("chunk_dq", per_chunk, b["qk"] + 2 * b["v"] + b["states"] + b["norms"] + 2 * b["rows"], b["qk"],
                _intra_flops(s, s.m + s.c) + states_flops),
         Launch("chunk_dkv", per_chunk, 2 * b["qk"] + 2 * b["v"] + b["states"] + b["norms"] + 2 * b["rows"],

@@ -100,7 +100,8 @@ class AFTSimpleAttention(Attention):
             carried = torch.stack([state.numerator, state.denominator], dim=-1)  # (B, H, D, 2)
             carried = carried * torch.exp(previous[:, :, 0] - running[:, :, 0]).unsqueeze(-1)
             terms = torch.cat([terms[:, :, :1] + carried.unsqueeze(2), terms[:, :, 1:]], dim=2)
-        sums = decayed_cumsum(terms, (previous - running).unsqueeze(-1))  # (B, H, N, D, 2)
+        # m_{i-1} - m_i <= 0 exactly: a running maximum never decreases
+        sums = decayed_cumsum(terms, (previous - running).unsqueeze(-1), check_ranges=False)  # (B, H, N, D, 2)
         numerator, denominator = sums.unbind(-1)
         final = AFTState(numerator[:, :, -1], denominator[:, :, -1], running[:, :, -1])
         # the denominator is >= 1 once a key is visible (the running maximum contributes exp(0))

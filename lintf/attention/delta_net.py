@@ -79,10 +79,12 @@ class DeltaNetAttention(MatrixMemoryAttention):
                 log_decay = None if log_decay is None else log_decay.masked_fill(absent, 0.0)
             queries = F.normalize(q, dim=-1)  # (B, H, N, D)
             if not causal:  # the keys write the memory; every query reads what they left
-                _, memory = delta_rule(keys, keys, v, beta, log_decay=log_decay, return_state=True)  # (B, H, D, M)
+                _, memory = delta_rule(keys, keys, v, beta, log_decay=log_decay, return_state=True,
+                                       check_ranges=False)  # (B, H, D, M): beta a sigmoid, log_decay <= 0 as built
                 return (self.scale * queries @ memory).to(dtype), None
             out, final = delta_rule(
                 queries, keys, v, beta, log_decay=log_decay, scale=self.scale,
                 initial_state=None if state is None else state.kv, return_state=True, cu_seqlens=cu_seqlens,
+                check_ranges=False,
             )  # (B, H, N, M), (B|D, H, D, M)
         return out.to(dtype), MatrixState(final) if return_state else None

@@ -82,15 +82,16 @@ class GLAAttention(MatrixMemoryAttention):
                 return self.bidirectional(q, k, v, log_gate).to(dtype), None
             out, final = gated_linear_attention(
                 q, k, v, log_gate, scale=self.scale, initial_state=None if state is None else state.kv,
-                return_state=True, cu_seqlens=cu_seqlens,
+                return_state=True, cu_seqlens=cu_seqlens, check_ranges=False,  # log-sigmoids: <= 0
             )  # (B, H, N, M), (B|D, H, D, M)
         return out.to(dtype), MatrixState(final) if return_state else None
 
     def bidirectional(self, q: Tensor, k: Tensor, v: Tensor, log_gate: Tensor) -> Tensor:
         """out_i = scale sum_j q_i^T diag(gates strictly after min(i, j) up to max(i, j)) k_j v_j: (B, H, N, M)."""
-        forward = gated_linear_attention(q, k, v, log_gate, scale=self.scale)
+        forward = gated_linear_attention(q, k, v, log_gate, scale=self.scale, check_ranges=False)  # log-sigmoids
         # reversed, the gate between reversed positions t-1 and t is the original one at N - t
         reversed_gate = F.pad(log_gate.flip(2)[:, :, :-1], (0, 0, 1, 0))  # (B, H, N, D)
-        backward = gated_linear_attention(q.flip(2), k.flip(2), v.flip(2), reversed_gate, scale=self.scale).flip(2)
+        backward = gated_linear_attention(q.flip(2), k.flip(2), v.flip(2), reversed_gate, scale=self.scale,
+                                          check_ranges=False).flip(2)
         diagonal = self.scale * (q * k).sum(-1, keepdim=True) * v  # (B, H, N, M): counted by both passes
         return forward + backward - diagonal

@@ -115,15 +115,19 @@ class RetentionAttention(Attention):
             if causal:
                 kv, mass = (None, None) if state is None else (state.kv, state.mass.unsqueeze(-1))
                 numerator, kv = decayed_dot_product(
-                    phi_q, phi_k, v.to(acc), log_decay, initial_state=kv, return_state=True, cu_seqlens=cu_seqlens
+                    phi_q, phi_k, v.to(acc), log_decay, initial_state=kv, return_state=True, cu_seqlens=cu_seqlens,
+                    check_ranges=False,  # log gammas of decays checked in (0, 1) when built
                 )  # (B, H, N, M), (B|D, H, C, M)
                 mass, final_mass = decayed_dot_product(
-                    ones, present, ones, log_decay, initial_state=mass, return_state=True, cu_seqlens=cu_seqlens
+                    ones, present, ones, log_decay, initial_state=mass, return_state=True, cu_seqlens=cu_seqlens,
+                    check_ranges=False,
                 )  # r_i: (B, H, N, 1), (B|D, H, 1, 1)
                 new_state = RetentionState(kv, final_mass.squeeze(-1))  # (B|D, H, C, M), (B|D, H, 1)
             else:
-                numerator = bidirectional_decayed_dot_product(phi_q, phi_k, v.to(acc), log_decay)  # (B, H, N, M)
-                mass = bidirectional_decayed_dot_product(ones, present, ones, log_decay)  # r_i: (B, H, N, 1)
+                numerator = bidirectional_decayed_dot_product(phi_q, phi_k, v.to(acc), log_decay,
+                                                              check_ranges=False)  # (B, H, N, M)
+                mass = bidirectional_decayed_dot_product(ones, present, ones, log_decay,
+                                                         check_ranges=False)  # r_i: (B, H, N, 1)
                 new_state = None
             out = numerator / torch.where(mass > 0, mass, 1.0).sqrt()  # mass 0 only when nothing is visible
         return out.to(v.dtype), new_state if return_state else None

@@ -81,4 +81,5 @@ class DeltaRuleLayer(RecipeLayer):
             beta = beta.masked_fill(padding[:, None], 0.0)
             log_decay = None if log_decay is None else log_decay.masked_fill(padding[:, None], 0.0)
         return delta_rule(self._normalise(q), self._normalise(k), v, beta, log_decay=log_decay,
-                          scale=self.key_dim**-0.5, initial_state=memory, return_state=True, cu_seqlens=cu_seqlens)
+                          scale=self.key_dim**-0.5, initial_state=memory, return_state=True, cu_seqlens=cu_seqlens,
+                          check_ranges=False)  # beta a sigmoid (x2), log_decay minus a softplus

@@ -38,7 +38,7 @@ class GLALayer(RecipeLayer):
         output_gate: gate the output RMSNorm by silu of a projection of the input.
         gate_rank: rank of the gate's projection d_model -> rank -> key width.
         gate_normalizer: divides the log-gate; larger keeps gates closer to 1.
-        clamp_min: lower bound of the log-gate, or None.
+        clamp_min: lower bound of the log-gate (<= 0), or None.
         norm_eps: the output RMSNorm's epsilon.
     """
 
@@ -60,6 +60,8 @@ class GLALayer(RecipeLayer):
             raise ValueError(f"gla: feature_map must be one of {', '.join(FEATURE_MAPS)} or null, got {feature_map!r}")
         if not gate_normalizer > 0:
             raise ValueError(f"gla: gate_normalizer must be > 0, got {gate_normalizer!r}")
+        if clamp_min is not None and not clamp_min <= 0:
+            raise ValueError(f"gla: clamp_min (a lower bound of log-gates) must be <= 0 or null, got {clamp_min!r}")
         activation = "silu" if short_conv is not None else None  # FLA: q, k, v are SiLU'd only by the convolution
         super().__init__(d_model, (n_heads, kv_heads, kv_heads), key_width // n_heads, value_width // n_heads,
                          short_conv, conv_bias, (activation,) * 3, output_gate, norm_eps)
@@ -78,4 +80,4 @@ class GLALayer(RecipeLayer):
             absent = padding[:, None, :, None]  # (B, 1, N, 1)
             k, log_gate = k.masked_fill(absent, 0.0), log_gate.masked_fill(absent, 0.0)
         return gated_linear_attention(q, k, v, log_gate, scale=self.key_dim**-0.5, initial_state=memory,
-                                      return_state=True, cu_seqlens=cu_seqlens)
+                                      return_state=True, cu_seqlens=cu_seqlens, check_ranges=False)  # <= 0 as built

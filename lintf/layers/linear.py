@@ -92,4 +92,4 @@ class LinearLayer(RecipeLayer):
             k = k.masked_fill(padding[:, None, :, None], 0.0)
         no_decay = torch.zeros_like(k)  # every gate exp(0) = 1: the undecayed sum
         return gated_linear_attention(q, k, v, no_decay, scale=self.key_dim**-0.5, initial_state=memory,
-                                      return_state=True, cu_seqlens=cu_seqlens)
+                                      return_state=True, cu_seqlens=cu_seqlens, check_ranges=False)

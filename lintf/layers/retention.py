@@ -101,7 +101,7 @@ class RetentionLayer(RecipeLayer):
             absent = padding[:, None, :]  # (B, 1, N)
             k, log_decay = k.masked_fill(absent[..., None], 0.0), log_decay.masked_fill(absent, 0.0)
         out, final = decayed_dot_product(q * self.key_dim**-0.5, k, v.to(acc), log_decay, initial_state=memory,
-                                         return_state=True)  # (B, H, N, Dv), (B, H, Dk, Dv)
+                                         return_state=True, check_ranges=False)  # (B, H, N, Dv), (B, H, Dk, Dv)
         seen = present.sum(-1)[:, None, None]  # (B, 1, 1): the next position, relative to this call's start
         final = rotate(final.transpose(-1, -2), -seen, self.inv_freq).transpose(-1, -2)  # into the next frame
         return out.to(v.dtype), final

@@ -3,8 +3,8 @@
 //
 // The sequence is cut into chunks of kChunk positions. The forward is three parallel steps:
 //   1. chunk_state_kernel, one block per (head, chunk, value tile): dS_c = K_c^T V_c, dz_c = K_c^T 1;
-//   2. state_scan_kernel, one thread per (head, state entry): S_c = S0 + sum_{c' < c} dS_c' in place
-//      (an exclusive prefix over chunks) and the final state S0 + sum_c dS_c;
+//   2. state_scan_kernel, one thread per (head, state entry) of kv and z in one launch:
+//      S_c = S0 + sum_{c' < c} dS_c' in place (an exclusive prefix over chunks) and the final state S0 + sum_c dS_c;
 //   3. chunk_output_kernel, one block per (head, chunk, value tile):
 //        out_c = (mask(Q_c K_c^T) V_c + Q_c S_c) / (rowsum(mask(Q_c K_c^T)) + Q_c z_c + eps).
 // Work is spread over heads x chunks x value tiles, so a few heads of a long sequence fill the GPU.
@@ -99,31 +99,43 @@ __global__ void __launch_bounds__(tile::kThreads) chunk_state_kernel(StateArgs<T
 
 // ---- step 2: scan over chunks ---------------------------------------------------------------------------
 
-// states (heads, chunks, width) in place: chunk c's entry becomes start + the entries of the chunks before
-// it (after it when reverse); total (heads, width), if given, receives start + all. start may be null (0).
-__global__ void state_scan_kernel(float* states, const float* start, float* total, int64_t heads, int64_t chunks,
-                                  int64_t width, bool reverse) {
-  const int64_t index = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (index >= heads * width) return;
-  const int64_t head = index / width;
-  float* base = states + head * chunks * width + index % width;
-  float running = start != nullptr ? start[index] : 0.f;
+// One scanned tensor: states (heads, chunks, width) in place, start (heads, width) or null (0), total
+// (heads, width) or null.
+struct ScanPart {
+  float* states;
+  const float* start;
+  float* total;
+  int64_t width;
+};
+
+// Both parts in one launch (the state kv and its normaliser z scan together): chunk c's entry becomes start
+// + the entries of the chunks before it (after it when reverse); total, if given, receives start + all.
+// Threads 0 .. heads * first.width - 1 take the first part, the rest the second (width 0: none).
+__global__ void state_scan_kernel(ScanPart first, ScanPart second, int64_t heads, int64_t chunks, bool reverse) {
+  int64_t index = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const bool in_first = index < heads * first.width;
+  const ScanPart part = in_first ? first : second;
+  if (!in_first) index -= heads * first.width;
+  if (index >= heads * part.width) return;
+  const int64_t head = index / part.width;
+  float* base = part.states + head * chunks * part.width + index % part.width;
+  float running = part.start != nullptr ? part.start[index] : 0.f;
   constexpr int kBatch = 8;  // loads in flight per thread
   for (int64_t s0 = 0; s0 < chunks; s0 += kBatch) {
     float values[kBatch];
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
       const int64_t s = s0 + i, chunk = reverse ? chunks - 1 - s : s;
-      values[i] = s < chunks ? base[chunk * width] : 0.f;
+      values[i] = s < chunks ? base[chunk * part.width] : 0.f;
     }
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
       const int64_t s = s0 + i, chunk = reverse ? chunks - 1 - s : s;
-      if (s < chunks) base[chunk * width] = running;
+      if (s < chunks) base[chunk * part.width] = running;
       running += values[i];
     }
   }
-  if (total != nullptr) total[index] = running;
+  if (part.total != nullptr) part.total[index] = running;
 }
 
 // ---- step 3: the forward's outputs ----------------------------------------------------------------------

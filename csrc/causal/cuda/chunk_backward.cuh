@@ -52,6 +52,26 @@ __device__ void load_vectors(const BackwardArgs<T>& args, const Dims& d, const B
   for (int i = threadIdx.x; i < d.cp; i += blockDim.x) feature[i] = state_row != nullptr && i < d.c ? state_row[i] : 0.f;
 }
 
+// The normaliser's per-row terms in one pass over grad_out and out (one warp per row, fp32 sums):
+// inv_denominator = r = 1 / denominator and neg_grad_dot_out = -(grad_out . out), both (heads, n).
+constexpr int kRowTermsThreads = 256;
+
+template <typename T>
+__global__ void __launch_bounds__(kRowTermsThreads) row_terms_kernel(const float* denominator, const T* grad,
+                                                                     const T* out, float* inv_denominator,
+                                                                     float* neg_grad_dot_out, int64_t rows, int m) {
+  const int lane = threadIdx.x % 32;
+  const int64_t row = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+  float sum = 0.f;
+  if (row < rows)
+    for (int j = lane; j < m; j += 32) sum += tile::to_float(grad[row * m + j]) * tile::to_float(out[row * m + j]);
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);  // every lane
+  if (row < rows && lane == 0) {
+    inv_denominator[row] = 1.f / denominator[row];
+    neg_grad_dot_out[row] = -sum;
+  }
+}
+
 template <typename T>
 struct DqLayout {
   T *k, *v, *g, *s, *s_low, *d_op;

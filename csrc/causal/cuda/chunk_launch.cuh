@@ -16,15 +16,21 @@ inline std::optional<Dims> plan(const at::Tensor& q, const at::Tensor& v) {
   return plan_with<StateLayout, OutputLayout, DqLayout, DkvLayout>(q, v);
 }
 
-// Exclusive scan of states (heads, chunks, ...) in place from start (heads, ...) or zeros; total gets start + all.
-inline void scan(at::Tensor& states, const at::Tensor& start, at::Tensor* total, bool reverse) {
-  const int64_t heads = states.size(0), chunks = states.size(1), width = states.numel() / std::max<int64_t>(1, heads * chunks);
+// A tensor of states (heads, chunks, ...) to scan in place from start (heads, ...) or zeros, total getting
+// start + all; undefined states: nothing.
+inline ScanPart scan_part(at::Tensor& states, const at::Tensor& start, at::Tensor* total) {
+  if (!states.defined()) return {nullptr, nullptr, nullptr, 0};
+  const int64_t heads_chunks = std::max<int64_t>(1, states.size(0) * states.size(1));
+  return {states.data_ptr<float>(), start.defined() ? start.data_ptr<float>() : nullptr,
+          total != nullptr ? total->data_ptr<float>() : nullptr, states.numel() / heads_chunks};
+}
+
+// Exclusive scans over chunks of the states kv (heads, chunks, c, m) and z (heads, chunks, c), in one launch.
+inline void scan(const ScanPart& kv, const ScanPart& z, int64_t heads, int64_t chunks, bool reverse) {
   const int threads = 256;
-  const int64_t blocks = (heads * width + threads - 1) / threads;
+  const int64_t blocks = (heads * (kv.width + z.width) + threads - 1) / threads;
   if (blocks == 0) return;
-  runtime::launch(state_scan_kernel, blocks, threads, 0, states.data_ptr<float>(),
-                  start.defined() ? start.data_ptr<float>() : nullptr,
-                  total != nullptr ? total->data_ptr<float>() : nullptr, heads, chunks, width, reverse);
+  runtime::launch(state_scan_kernel, blocks, threads, 0, kv, z, heads, chunks, reverse);
 }
 
 // states[0] = (heads, chunks, c, m) and states[1] = (heads, chunks, c) of x, y (see StateArgs).
@@ -35,6 +41,17 @@ void chunk_states(const Dims& d, const at::Tensor& x, const at::Tensor& y, const
                           kv.data_ptr<float>(), z.defined() ? z.data_ptr<float>() : nullptr};
   runtime::launch(chunk_state_kernel<T, Split>, d.heads * d.chunks * d.value_tiles, tile::kThreads,
                   StateLayout<T>(d.cp, d.mt).bytes, args, d);
+}
+
+// r = 1 / den and -(grad . out) per row of contiguous den (B, H, N) fp32, grad and out (B, H, N, M) (row_terms_kernel).
+template <typename T>
+void row_terms(const at::Tensor& den, const at::Tensor& grad, const at::Tensor& out, at::Tensor& inv_den,
+               at::Tensor& neg_grad_dot_out) {
+  const int64_t rows = den.numel(), per_block = kRowTermsThreads / 32;
+  if (rows == 0) return;
+  runtime::launch(row_terms_kernel<T>, (rows + per_block - 1) / per_block, kRowTermsThreads, 0, den.data_ptr<float>(),
+                  data<T>(grad), data<T>(out), inv_den.data_ptr<float>(), neg_grad_dot_out.data_ptr<float>(), rows,
+                  static_cast<int>(grad.size(-1)));
 }
 
 // kv0, z0: contiguous fp32 initial state or undefined. Returns (out, denominator, final kv, final normaliser).
@@ -50,8 +67,7 @@ inline ForwardResult forward(const Dims& d, const at::Tensor& q, const at::Tenso
     using T = typename decltype(kind)::Type;
     constexpr bool kSplit = decltype(kind)::kSplit;
     chunk_states<T, kSplit>(d, kc, vc, at::Tensor(), at::Tensor(), true, kv, z);
-    scan(kv, kv0, &kv_final, false);
-    scan(z, z0, &z_final, false);
+    scan(scan_part(kv, kv0, &kv_final), scan_part(z, z0, &z_final), d.heads, d.chunks, false);
     const OutputArgs<T> args{data<T>(qc), data<T>(kc), data<T>(vc), kv.data_ptr<float>(), z.data_ptr<float>(),
                              reinterpret_cast<T*>(out.data_ptr()), normalize ? den.data_ptr<float>() : nullptr,
                              static_cast<float>(eps), normalize};
@@ -69,10 +85,10 @@ inline BackwardResult backward(const Dims& d, const at::Tensor& grad_out, const 
   const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   const auto g = grad_out.to(v.scalar_type()).contiguous();
   const auto f32 = v.options().dtype(at::kFloat);
-  at::Tensor inv_den, neg_grad_dot_out;
+  at::Tensor den, outc, inv_den, neg_grad_dot_out;
   if (normalize) {
-    inv_den = denominator.to(at::kFloat).reciprocal().contiguous();                           // (B, H, N)
-    neg_grad_dot_out = (g.to(at::kFloat) * out.to(at::kFloat)).sum(3).neg_().contiguous();  // (B, H, N)
+    den = denominator.to(at::kFloat).contiguous(), outc = out.to(v.scalar_type()).contiguous();  // (B, H, N), like v
+    inv_den = at::empty(den.sizes(), den.options()), neg_grad_dot_out = at::empty(den.sizes(), den.options());
   }
   auto kv = at::empty({d.heads, d.chunks, d.c, d.m}, f32);
   auto z = normalize ? at::empty({d.heads, d.chunks, d.c}, f32) : at::Tensor();
@@ -84,12 +100,11 @@ inline BackwardResult backward(const Dims& d, const at::Tensor& grad_out, const 
   dispatch(v.scalar_type(), "lintf::causal_product", [&](auto kind) {
     using T = typename decltype(kind)::Type;
     constexpr bool kSplit = decltype(kind)::kSplit;
+    if (normalize) row_terms<T>(den, g, outc, inv_den, neg_grad_dot_out);
     chunk_states<T, kSplit>(d, kc, vc, at::Tensor(), at::Tensor(), normalize, kv, z);
     chunk_states<T, kSplit>(d, qc, g, inv_den, neg_grad_dot_out, false, dkv, dz);
-    scan(kv, kv0, nullptr, false);
-    if (normalize) scan(z, z0, nullptr, false);
-    scan(dkv, grad_kv, &d_kv0, true);
-    scan(dz, grad_z, &d_z0, true);
+    scan(scan_part(kv, kv0, nullptr), scan_part(z, z0, nullptr), d.heads, d.chunks, false);
+    scan(scan_part(dkv, grad_kv, &d_kv0), scan_part(dz, grad_z, &d_z0), d.heads, d.chunks, true);
     const BackwardArgs<T> args{data<T>(qc), data<T>(kc), data<T>(vc), data<T>(g), data<float>(inv_den),
                                data<float>(neg_grad_dot_out), kv.data_ptr<float>(), z.defined() ? z.data_ptr<float>() : nullptr,
                                dkv.data_ptr<float>(), dz.data_ptr<float>(), reinterpret_cast<T*>(dq.data_ptr()),

@@ -14,7 +14,7 @@ from lintf.ops.common.arguments import check_range
 from lintf.ops.common.dtypes import accumulation_dtype
 
 
-def decayed_cumsum(x: Tensor, log_decay: Tensor) -> Tensor:
+def decayed_cumsum(x: Tensor, log_decay: Tensor, *, check_ranges: bool = True) -> Tensor:
     """Element-wise decayed prefix sum h_i = exp(log_decay_i) h_{i-1} + x_i along dim 2.
 
     A log-step scan (Hillis-Steele): after the step with offset d, h_i sums x over the 2d
@@ -26,6 +26,7 @@ def decayed_cumsum(x: Tensor, log_decay: Tensor) -> Tensor:
         x: (B, H, N, ...) float terms.
         log_decay: log-decays <= 0 (``check_range``: on a GPU a device-side assertion), broadcastable to ``x`` with its own N in
             dim 2.
+        check_ranges: check that log_decay <= 0; False where the caller builds it in range.
 
     Returns:
         (B, H, N, ...) prefix sums in the dtype of x.
@@ -37,7 +38,8 @@ def decayed_cumsum(x: Tensor, log_decay: Tensor) -> Tensor:
         )
     if any(d not in (1, n) for d, n in zip(log_decay.shape, x.shape)):
         raise ValueError(f"decayed cumsum: log_decay {tuple(log_decay.shape)} must broadcast to x {tuple(x.shape)}")
-    check_range("decayed cumsum", "log_decay", log_decay, None, 0.0, "<= 0 (decays in (0, 1])")
+    if check_ranges:
+        check_range("decayed cumsum", "log_decay", log_decay, None, 0.0, "<= 0 (decays in (0, 1])")
     acc = accumulation_dtype(x.dtype)
     with torch.autocast(x.device.type, enabled=False):
         sums, decay = x.to(acc), torch.exp(log_decay.to(acc))

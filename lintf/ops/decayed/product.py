@@ -40,7 +40,9 @@ from lintf.ops.decayed.chunked import DEFAULT_CHUNK_SIZE, decayed_product_chunke
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
-def check_decayed_inputs(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initial_state: Tensor | None) -> None:
+def check_decayed_inputs(
+    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initial_state: Tensor | None, check_ranges: bool = True
+) -> None:
     """Raise ValueError unless q, k (B, H, N, C), v (B, H, N, M), log_decay (B, H, N) <= 0 agree."""
     for name, tensor in (("q", q), ("k", k), ("v", v)):
         if tensor.dim() != 4 or tensor.dtype not in _FLOAT_DTYPES:
@@ -63,7 +65,8 @@ def check_decayed_inputs(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, ini
             f"decayed product: log_decay must be a float tensor (B, H, N) = {tuple(q.shape[:3])}, got shape "
             f"{tuple(log_decay.shape)}, dtype {log_decay.dtype}"
         )
-    check_range("decayed product", "log_decay", log_decay, None, 0.0, "<= 0 (decays in (0, 1])")
+    if check_ranges:
+        check_range("decayed product", "log_decay", log_decay, None, 0.0, "<= 0 (decays in (0, 1])")
     expected_state = (*q.shape[:2], q.shape[3], v.shape[3])
     if initial_state is not None and tuple(initial_state.shape) != expected_state:
         raise ValueError(
@@ -104,6 +107,7 @@ def decayed_dot_product(
     initial_state: Tensor | None = None,
     return_state: bool = False,
     cu_seqlens: Tensor | None = None,
+    check_ranges: bool = True,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Causal decayed product out_i = sum_{j<=i} exp(sum_{j<s<=i} log_decay_s) (q_i . k_j) v_j.
 
@@ -122,14 +126,17 @@ def decayed_dot_product(
             each document, ``initial_state`` then holds one state per document (batch D) and the returned
             state is each document's final one. Read on the host once per call (one synchronisation on a
             GPU unless it is a CPU tensor); see ``lintf.ops.common.documents``.
+        check_ranges: check that log_decay <= 0 (a ValueError on the CPU, a device-side assertion on a GPU: one
+            pass over it and a few kernel launches); False where the caller builds it in range (minus a softplus).
 
     Returns:
         (B, H, N, M) in the dtype of v, and with ``return_state`` the final (B, H, C, M) state in
         the accumulation dtype.
     """
     if cu_seqlens is not None:
-        return _packed_decayed_dot_product(q, k, v, log_decay, chunk_size, initial_state, return_state, cu_seqlens)
-    check_decayed_inputs(q, k, v, log_decay, initial_state)
+        return _packed_decayed_dot_product(q, k, v, log_decay, chunk_size, initial_state, return_state, cu_seqlens,
+                                           check_ranges)
+    check_decayed_inputs(q, k, v, log_decay, initial_state, check_ranges)
     chunk = _chunk_length(chunk_size, q.shape[2])
     with torch.autocast(q.device.type, enabled=False):
         out, state = _causal_pass(q, k, v, log_decay, chunk, initial_state)
@@ -138,14 +145,15 @@ def decayed_dot_product(
 
 def _packed_decayed_dot_product(
     q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, chunk_size: int | None, initial_state: Tensor | None,
-    return_state: bool, cu_seqlens: Tensor,
+    return_state: bool, cu_seqlens: Tensor, check_ranges: bool,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """``decayed_dot_product`` of each document of a packed row (``lintf.ops.common.documents``)."""
-    check_decayed_inputs(q, k, v, log_decay, None)
+    check_decayed_inputs(q, k, v, log_decay, None, check_ranges)
 
     def run(tensors: dict[str, Tensor], state: Tensor | None) -> tuple[Tensor, Tensor]:
         return decayed_dot_product(tensors["q"], tensors["k"], tensors["v"], tensors["log_decay"],
-                                   chunk_size=chunk_size, initial_state=state, return_state=True)
+                                   chunk_size=chunk_size, initial_state=state, return_state=True,
+                                   check_ranges=False)
 
     def zero_state(count: int) -> Tensor:
         return v.new_zeros(count, q.shape[1], q.shape[3], v.shape[3], dtype=accumulation_dtype(v.dtype))
@@ -155,7 +163,7 @@ def _packed_decayed_dot_product(
 
 
 def bidirectional_decayed_dot_product(
-    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, *, chunk_size: int | None = None
+    q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, *, chunk_size: int | None = None, check_ranges: bool = True
 ) -> Tensor:
     """Non-causal decayed product out_i = sum_j exp(-|cum_i - cum_j|) (q_i . k_j) v_j, cum = cumsum(log_decay).
 
@@ -170,11 +178,13 @@ def bidirectional_decayed_dot_product(
         v: (B, H, N, M) values.
         log_decay: (B, H, N) log-decays, <= 0.
         chunk_size: positions per chunk; None uses 64.
+        check_ranges: check that log_decay <= 0 (a ValueError on the CPU, a device-side assertion on a GPU: one
+            pass over it and a few kernel launches); False where the caller builds it in range (minus a softplus).
 
     Returns:
         (B, H, N, M) in the dtype of v.
     """
-    check_decayed_inputs(q, k, v, log_decay, None)
+    check_decayed_inputs(q, k, v, log_decay, None, check_ranges)
     acc = accumulation_dtype(v.dtype)
     chunk = _chunk_length(chunk_size, q.shape[2])
     if q.shape[2] == 0:
@@ -202,6 +212,7 @@ def decayed_linear_attention(
     initial_state: LinearAttentionState | None = None,
     return_state: bool = False,
     cu_seqlens: Tensor | None = None,
+    check_ranges: bool = True,
 ) -> Tensor | tuple[Tensor, LinearAttentionState]:
     """Normalised decayed linear attention: the decayed product over the same product of ones.
 
@@ -226,6 +237,8 @@ def decayed_linear_attention(
             each document (causal only), ``initial_state`` then holds one state per document (batch D) and the returned
             state is each document's final one. Read on the host once per call (one synchronisation on a
             GPU unless it is a CPU tensor); see ``lintf.ops.common.documents``.
+        check_ranges: check that log_decay <= 0 (a ValueError on the CPU, a device-side assertion on a GPU: one
+            pass over it and a few kernel launches); False where the caller builds it in range (minus a softplus).
 
     Returns:
         (B, H, N, M) in the dtype of v; with ``return_state`` the pair (out, LinearAttentionState).
@@ -237,21 +250,23 @@ def decayed_linear_attention(
         raise ValueError("decayed linear attention: cu_seqlens needs causal=True, got causal=False")
     if cu_seqlens is not None:
         return _packed_decayed_linear_attention(q, k, v, log_decay, eps, chunk_size, initial_state, return_state,
-                                                cu_seqlens)
+                                                cu_seqlens, check_ranges)
     acc = accumulation_dtype(v.dtype)
     values = v.to(acc)
     # the normaliser rides along as a column of ones: one pass gives numerator and denominator
     values_and_ones = torch.cat([values, values.new_ones(*values.shape[:-1], 1)], dim=-1)  # (B, H, N, M+1)
     q, k = q.to(acc), k.to(acc)
     if not causal:
-        product = bidirectional_decayed_dot_product(q, k, values_and_ones, log_decay, chunk_size=chunk_size)
+        product = bidirectional_decayed_dot_product(q, k, values_and_ones, log_decay, chunk_size=chunk_size,
+                                                    check_ranges=check_ranges)
         return (product[..., :-1] / (product[..., -1:] + eps)).to(v.dtype)
     start = None
     if initial_state is not None:
         kv, normaliser = check_state(initial_state, q, v, "decayed linear attention")
         start = torch.cat([kv, normaliser.unsqueeze(-1)], dim=-1)  # (B, H, C, M+1)
     product, final = decayed_dot_product(
-        q, k, values_and_ones, log_decay, chunk_size=chunk_size, initial_state=start, return_state=True
+        q, k, values_and_ones, log_decay, chunk_size=chunk_size, initial_state=start, return_state=True,
+        check_ranges=check_ranges,
     )
     out = (product[..., :-1] / (product[..., -1:] + eps)).to(v.dtype)
     return (out, LinearAttentionState(final[..., :-1], final[..., -1])) if return_state else out
@@ -259,14 +274,15 @@ def decayed_linear_attention(
 
 def _packed_decayed_linear_attention(
     q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, eps: float, chunk_size: int | None,
-    initial_state: LinearAttentionState | None, return_state: bool, cu_seqlens: Tensor,
+    initial_state: LinearAttentionState | None, return_state: bool, cu_seqlens: Tensor, check_ranges: bool,
 ) -> Tensor | tuple[Tensor, LinearAttentionState]:
     """Causal ``decayed_linear_attention`` of each document of a packed row (``lintf.ops.common.documents``)."""
-    check_decayed_inputs(q, k, v, log_decay, None)
+    check_decayed_inputs(q, k, v, log_decay, None, check_ranges)
 
     def run(tensors: dict[str, Tensor], state: LinearAttentionState | None) -> tuple[Tensor, LinearAttentionState]:
         return decayed_linear_attention(tensors["q"], tensors["k"], tensors["v"], tensors["log_decay"], eps=eps,
-                                        chunk_size=chunk_size, initial_state=state, return_state=True)
+                                        chunk_size=chunk_size, initial_state=state, return_state=True,
+                                        check_ranges=False)
 
     def zero_state(count: int) -> LinearAttentionState:
         acc = accumulation_dtype(v.dtype)

@@ -40,15 +40,18 @@ OWNER = "delta rule"
 
 
 def check_delta_rule_inputs(
-    q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay: Tensor | None, initial_state: object
+    q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay: Tensor | None, initial_state: object,
+    check_ranges: bool = True,
 ) -> None:
     """Raise ValueError unless the delta rule's arguments agree (shapes, dtypes, devices, ranges)."""
     check_qkv(OWNER, q, k, v)
     check_per_position(OWNER, "beta", beta, q)
-    check_range(OWNER, "beta", beta, 0.0, 2.0, "in [0, 2] (the step moves a stored value by beta)")
+    if check_ranges:
+        check_range(OWNER, "beta", beta, 0.0, 2.0, "in [0, 2] (the step moves a stored value by beta)")
     if log_decay is not None:
         check_per_position(OWNER, "log_decay", log_decay, q)
-        check_range(OWNER, "log_decay", log_decay, None, 0.0, "<= 0 (decays in (0, 1])")
+        if check_ranges:
+            check_range(OWNER, "log_decay", log_decay, None, 0.0, "<= 0 (decays in (0, 1])")
     if initial_state is not None:
         check_matrix_state(initial_state, q, v, OWNER)
 
@@ -64,6 +67,7 @@ def delta_rule(
     initial_state: Tensor | None = None,
     return_state: bool = False,
     cu_seqlens: Tensor | None = None,
+    check_ranges: bool = True,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """The delta rule (gated when ``log_decay`` is given) over a sequence; differentiable in every input.
 
@@ -82,15 +86,18 @@ def delta_rule(
             each document, ``initial_state`` then holds one state per document (batch D) and the returned
             state is each document's final one. Read on the host once per call (one synchronisation on a
             GPU unless it is a CPU tensor); see ``lintf.ops.common.documents``.
+        check_ranges: check that beta is in [0, 2] and log_decay <= 0 (a ValueError on the CPU, a device-side assertion on a GPU: one pass
+            over them and a few kernel launches); False where the caller builds them in range (a sigmoid, minus a softplus).
 
     Returns:
         (B, H, N, M) in the dtype of v (under autocast: the autocast dtype); with ``return_state`` the pair
         (out, final state (B, H, C, M) in the accumulation dtype).
     """
     if cu_seqlens is not None:
-        return _packed_delta_rule(q, k, v, beta, log_decay, scale, initial_state, return_state, cu_seqlens)
+        return _packed_delta_rule(q, k, v, beta, log_decay, scale, initial_state, return_state, cu_seqlens,
+                                  check_ranges)
     q, k, v = autocast_inputs(q, k, v)
-    check_delta_rule_inputs(q, k, v, beta, log_decay, initial_state)
+    check_delta_rule_inputs(q, k, v, beta, log_decay, initial_state, check_ranges)
     factor = resolve_scale(OWNER, scale, q.shape[-1])
     acc = accumulation_dtype(v.dtype)
     with torch.autocast(q.device.type, enabled=False):
@@ -104,16 +111,16 @@ def delta_rule(
 
 def _packed_delta_rule(
     q: Tensor, k: Tensor, v: Tensor, beta: Tensor, log_decay: Tensor | None, scale: float | None,
-    initial_state: Tensor | None, return_state: bool, cu_seqlens: Tensor,
+    initial_state: Tensor | None, return_state: bool, cu_seqlens: Tensor, check_ranges: bool,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """``delta_rule`` of each document of a packed row (``lintf.ops.common.documents``)."""
     q, k, v = autocast_inputs(q, k, v)
-    check_delta_rule_inputs(q, k, v, beta, log_decay, None)
+    check_delta_rule_inputs(q, k, v, beta, log_decay, None, check_ranges)
     factor = resolve_scale(OWNER, scale, q.shape[-1])
 
     def run(tensors: dict[str, Tensor | None], state: Tensor | None) -> tuple[Tensor, Tensor]:
         return delta_rule(tensors["q"], tensors["k"], tensors["v"], tensors["beta"], log_decay=tensors["log_decay"],
-                          scale=factor, initial_state=state, return_state=True)
+                          scale=factor, initial_state=state, return_state=True, check_ranges=False)
 
     def zero_state(count: int) -> Tensor:
         return v.new_zeros(count, q.shape[1], q.shape[3], v.shape[3], dtype=accumulation_dtype(v.dtype))

@@ -34,11 +34,14 @@ from lintf.ops.gla.chunked import gla_chunked
 OWNER = "gated linear attention"
 
 
-def check_gla_inputs(q: Tensor, k: Tensor, v: Tensor, log_gate: Tensor, initial_state: object) -> None:
+def check_gla_inputs(
+    q: Tensor, k: Tensor, v: Tensor, log_gate: Tensor, initial_state: object, check_ranges: bool = True
+) -> None:
     """Raise ValueError unless GLA's arguments agree (see ``gated_linear_attention``)."""
     check_qkv(OWNER, q, k, v)
     check_per_position(OWNER, "log_gate", log_gate, q, features=True)
-    check_range(OWNER, "log_gate", log_gate, None, 0.0, "<= 0 (gates in (0, 1])")
+    if check_ranges:
+        check_range(OWNER, "log_gate", log_gate, None, 0.0, "<= 0 (gates in (0, 1])")
     if initial_state is not None:
         check_matrix_state(initial_state, q, v, OWNER)
 
@@ -53,6 +56,7 @@ def gated_linear_attention(
     initial_state: Tensor | None = None,
     return_state: bool = False,
     cu_seqlens: Tensor | None = None,
+    check_ranges: bool = True,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """GLA's recurrence over a sequence; differentiable in every input.
 
@@ -70,15 +74,17 @@ def gated_linear_attention(
             each document, ``initial_state`` then holds one state per document (batch D) and the returned
             state is each document's final one. Read on the host once per call (one synchronisation on a
             GPU unless it is a CPU tensor); see ``lintf.ops.common.documents``.
+        check_ranges: check that log_gate <= 0 (a ValueError on the CPU, a device-side assertion on a GPU: one pass
+            over them and a few kernel launches); False where the caller builds them in range (a log-sigmoid).
 
     Returns:
         (B, H, N, M) in the dtype of v (under autocast: the autocast dtype); with ``return_state`` the pair
         (out, final state (B, H, C, M) in the accumulation dtype).
     """
     if cu_seqlens is not None:
-        return _packed_gla(q, k, v, log_gate, scale, initial_state, return_state, cu_seqlens)
+        return _packed_gla(q, k, v, log_gate, scale, initial_state, return_state, cu_seqlens, check_ranges)
     q, k, v = autocast_inputs(q, k, v)
-    check_gla_inputs(q, k, v, log_gate, initial_state)
+    check_gla_inputs(q, k, v, log_gate, initial_state, check_ranges)
     factor = resolve_scale(OWNER, scale, q.shape[-1])
     acc = accumulation_dtype(v.dtype)
     with torch.autocast(q.device.type, enabled=False):
@@ -91,16 +97,16 @@ def gated_linear_attention(
 
 def _packed_gla(
     q: Tensor, k: Tensor, v: Tensor, log_gate: Tensor, scale: float | None, initial_state: Tensor | None,
-    return_state: bool, cu_seqlens: Tensor,
+    return_state: bool, cu_seqlens: Tensor, check_ranges: bool,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """``gated_linear_attention`` of each document of a packed row (``lintf.ops.common.documents``)."""
     q, k, v = autocast_inputs(q, k, v)
-    check_gla_inputs(q, k, v, log_gate, None)
+    check_gla_inputs(q, k, v, log_gate, None, check_ranges)
     factor = resolve_scale(OWNER, scale, q.shape[-1])
 
     def run(tensors: dict[str, Tensor], state: Tensor | None) -> tuple[Tensor, Tensor]:
         return gated_linear_attention(tensors["q"], tensors["k"], tensors["v"], tensors["log_gate"], scale=factor,
-                                      initial_state=state, return_state=True)
+                                      initial_state=state, return_state=True, check_ranges=False)
 
     def zero_state(count: int) -> Tensor:
         return v.new_zeros(count, q.shape[1], q.shape[3], v.shape[3], dtype=accumulation_dtype(v.dtype))

@@ -20,6 +20,8 @@ from torch.utils._pytree import tree_leaves
 
 from lintf.models.transformer import TransformerEncoder
 from lintf.ops.common import arguments
+from lintf.ops.gla.product import gated_linear_attention
+from lintf.registry import ATTENTIONS, LAYERS
 from tests.conftest import causal_attention_names
 
 READS = {torch.ops.aten._local_scalar_dense.default, torch.ops.aten.is_nonzero.default, torch.ops.aten.item.default}
@@ -57,12 +59,32 @@ class HostReads(TorchDispatchMode):
         return out
 
 
-def training_step_reads(name: str) -> list[str]:
-    """The host reads of one forward + backward of a 2-layer encoder with attention ``name`` on fake tensors."""
-    encoder = TransformerEncoder(dict(d_model=16, n_heads=2, n_layers=2, attention=name, dropout=0.0))
+class DeviceChecks(TorchDispatchMode):
+    """Records the device-side assertions (``torch._assert_async``): a pass over a tensor and a few launches each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ == "_assert_async":
+            self.calls.append(str(args[1]) if len(args) > 1 else str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def training_step_reads(name: str, layer: str = "projections", recorder: TorchDispatchMode | None = None) -> list[str]:
+    """The host reads (or ``recorder``'s calls) of one forward + backward of a 2-layer encoder on fake tensors.
+
+    Args:
+        name: the attention of both layers.
+        layer: "projections" (the bare formula) or "recipe".
+        recorder: what to record; None records host reads.
+    """
+    config = dict(d_model=16, n_heads=2, n_layers=2, attention=name, dropout=0.0, layer=layer)
+    encoder = TransformerEncoder(config)
     with FakeTensorMode(allow_non_fake_inputs=True):
         x = torch.randn(2, 24, 16, requires_grad=True)
-        recorder = HostReads()
+        recorder = HostReads() if recorder is None else recorder
         try:
             with recorder:
                 encoder(x, causal=True).square().mean().backward()
@@ -84,6 +106,28 @@ def as_on_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 )
 def test_a_training_step_reads_no_value_back(name, op_path, as_on_a_gpu):
     assert training_step_reads(name) == []
+
+
+def built_in(name: str) -> bool:
+    return ATTENTIONS.get(name).__module__.startswith("lintf.")
+
+
+@pytest.mark.parametrize(
+    ("name", "layer"),
+    [(n, "projections") for n in causal_attention_names() if built_in(n) and n not in SYNCING]
+    + [(n, "recipe") for n in LAYERS.names()],
+)
+def test_gates_built_in_range_are_not_checked_on_the_device(name, layer, op_path, as_on_a_gpu):
+    """lintf's attentions build their gates in range (log-sigmoids, sigmoids, fixed decays) and skip the op's check."""
+    assert training_step_reads(name, layer, DeviceChecks()) == []
+
+
+def test_an_op_called_directly_checks_its_gates_on_the_device(as_on_a_gpu):
+    """The recorder is not blind: a user's call of the op, whose gates are unknown, gets the device-side check."""
+    with FakeTensorMode(), DeviceChecks() as recorder:
+        q = torch.randn(1, 2, 8, 4)
+        gated_linear_attention(q, q, q, -torch.rand(1, 2, 8, 4))
+    assert recorder.calls == ["gated linear attention: log_gate must be <= 0 (gates in (0, 1])"]
 
 
 def test_the_recorder_sees_each_kind_of_read(as_on_a_gpu):
