@@ -91,7 +91,7 @@ def _sizes(s: Shape) -> dict[str, int]:
 
 
 def _scan(s: Shape, name: str, width: int, states: int, start: int, total: int) -> Launch:
-    """A scan of (heads, chunks, width) fp32 states in place (or of two, widths summed): one thread per (head, column)."""
+    """A scan of (heads, chunks, width) fp32 states in place (of two: widths summed), one thread per (head, column)."""
     return Launch(name, math.ceil(s.heads * width / THREADS), states + start, states + total,
                   s.heads * s.chunks * width)
 

@@ -8,6 +8,13 @@ import torch.nn.functional as F
 
 from lintf.layers import DeltaNetLayer, GatedDeltaNetLayer
 from lintf.models import EncoderConfig, TransformerEncoder
+from tests.layers.equations import (
+    assert_forward_and_gradients_match,
+    assert_steps_and_splits_continue,
+    in_float64,
+    output_tail,
+    projected_inputs,
+)
 
 D_MODEL = 12
 VARIANTS = {
@@ -26,22 +33,7 @@ VARIANTS = {
 def build(variant: str) -> torch.nn.Module:
     torch.manual_seed(0)
     cls, options = VARIANTS[variant]
-    layer = cls(D_MODEL, 2, **options).double()
-    with torch.no_grad():  # non-trivial norms and conv biases, so a dropped term shows
-        for name, parameter in layer.named_parameters():
-            if name.endswith(("o_norm.weight", "conv1d.bias")):
-                parameter.uniform_(0.5, 1.5)
-    return layer
-
-
-def causal_conv(u: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """y_t[c] = sum_j weight[c, 0, K - 1 - j] u_{t - j}[c] (+ bias[c]), zeros before the start: (B, N, C)."""
-    kernel = weight.shape[-1]
-    out = torch.zeros_like(u)
-    for t in range(u.shape[1]):
-        for j in range(min(kernel, t + 1)):
-            out[:, t] += weight[:, 0, kernel - 1 - j] * u[:, t - j]
-    return out if bias is None else out + bias
+    return in_float64(cls(D_MODEL, 2, **options))
 
 
 def activation(name: str, u: torch.Tensor) -> torch.Tensor:
@@ -52,10 +44,7 @@ def reference(layer, x: torch.Tensor) -> torch.Tensor:
     """The layer's module docstring equations, from its parameters only."""
     p = dict(layer.named_parameters())
     hk, hv, dk, dv = layer.n_heads, layer.n_value_heads, layer.key_dim, layer.value_dim
-    projected = {name: x @ p[f"{name}_proj.weight"].T for name in "qkv"}
-    if f"q_conv1d.weight" in p:
-        projected = {name: causal_conv(u, p[f"{name}_conv1d.weight"], p.get(f"{name}_conv1d.bias"))
-                     for name, u in projected.items()}
+    projected = projected_inputs(layer, x, activation=lambda u: u)
     batch, length, _ = x.shape
     q, k = (activation(layer.qk_activation, projected[n]).view(batch, length, hk, dk) for n in "qk")
     if layer.qk_norm == "l2":
@@ -80,40 +69,18 @@ def reference(layer, x: torch.Tensor) -> torch.Tensor:
                 memory = alpha[b, t, h] * (memory - beta[b, t, h] * torch.outer(kt, kt @ memory))
                 memory = memory + beta[b, t, h] * torch.outer(kt, v[b, t, h])
                 out[b, t, h] = dk**-0.5 * memory.T @ qt
-    normed = out / torch.sqrt(out.square().mean(-1, keepdim=True) + layer.o_norm.eps) * p["o_norm.weight"]
-    if "g_proj.weight" in p:
-        normed = normed * F.silu((x @ p["g_proj.weight"].T).view(batch, length, hv, dv))
-    return normed.flatten(2) @ p["o_proj.weight"].T
+    return output_tail(layer, x, out)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_parallel_forward_and_gradients_equal_the_written_equations(variant):
     layer = build(variant)
-    x = torch.randn(2, 7, D_MODEL, dtype=torch.float64, requires_grad=True)
-    out, _ = layer(x, causal=True)
-    expected = reference(layer, x)
-    torch.testing.assert_close(out, expected)
-    weights = torch.randn_like(out)
-    grads = torch.autograd.grad((out * weights).sum(), [x, *layer.parameters()])
-    expected_grads = torch.autograd.grad((expected * weights).sum(), [x, *layer.parameters()])
-    for got, want in zip(grads, expected_grads):
-        torch.testing.assert_close(got, want)
+    assert_forward_and_gradients_match(layer, reference, 7)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_steps_and_a_split_prefill_continue_the_convolutions_and_memory(variant):
-    layer = build(variant)
-    x = torch.randn(2, 9, D_MODEL, dtype=torch.float64)
-    with torch.no_grad():
-        whole, _ = layer(x, causal=True)
-        state, steps = layer.init_state(2, dtype=torch.float64), []
-        for t in range(x.shape[1]):
-            y_t, state = layer.step(x[:, t], state)
-            steps.append(y_t)
-        torch.testing.assert_close(torch.stack(steps, 1), whole)
-        first, state = layer(x[:, :2], causal=True, return_state=True)  # shorter than the kernel
-        second, state = layer(x[:, 2:], causal=True, state=state, return_state=True)
-        torch.testing.assert_close(torch.cat([first, second], 1), whole)
+    assert_steps_and_splits_continue(build(variant), 9, [2])
 
 
 def test_padding_before_or_after_a_sequence_leaves_its_outputs_unchanged():

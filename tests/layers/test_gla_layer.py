@@ -7,7 +7,12 @@ import torch
 import torch.nn.functional as F
 
 from lintf.layers import GLALayer
-from tests.layers.test_delta_rule_layer import causal_conv
+from tests.layers.equations import (
+    assert_forward_and_gradients_match,
+    assert_steps_and_splits_continue,
+    output_tail,
+    projected_inputs,
+)
 
 D_MODEL = 16
 VARIANTS = {
@@ -31,10 +36,7 @@ def reference(layer: GLALayer, x: torch.Tensor) -> torch.Tensor:
     p = dict(layer.named_parameters())
     heads, kv_heads = layer.heads[0], layer.heads[1]
     dk, dv = layer.key_dim, layer.value_dim
-    projected = {name: x @ p[f"{name}_proj.weight"].T for name in "qkv"}
-    if "q_conv1d.weight" in p:
-        projected = {name: F.silu(causal_conv(u, p[f"{name}_conv1d.weight"], p.get(f"{name}_conv1d.bias")))
-                     for name, u in projected.items()}
+    projected = projected_inputs(layer, x)
     phi = {None: lambda a: a, "relu": F.relu, "silu": F.silu}[layer.feature_map]
     batch, length, _ = x.shape
     q = phi(projected["q"]).view(batch, length, heads, dk)
@@ -52,32 +54,14 @@ def reference(layer: GLALayer, x: torch.Tensor) -> torch.Tensor:
             for t in range(length):
                 memory = log_gate[b, t, g].exp()[:, None] * memory + torch.outer(k[b, t, g], v[b, t, g])
                 out[b, t, h] = dk**-0.5 * memory.T @ q[b, t, h]
-    normed = out / torch.sqrt(out.square().mean(-1, keepdim=True) + layer.o_norm.eps) * p["o_norm.weight"]
-    if "g_proj.weight" in p:
-        normed = normed * F.silu((x @ p["g_proj.weight"].T).view(batch, length, heads, dv))
-    return normed.flatten(2) @ p["o_proj.weight"].T
+    return output_tail(layer, x, out)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_forward_steps_and_a_split_prefill_equal_the_written_equations(variant):
     layer = build(variant)
-    x = torch.randn(2, 8, D_MODEL, dtype=torch.float64, requires_grad=True)
-    out, _ = layer(x, causal=True)
-    expected = reference(layer, x)
-    torch.testing.assert_close(out, expected)
-    weights = torch.randn_like(out)
-    for got, want in zip(torch.autograd.grad((out * weights).sum(), [x, *layer.parameters()]),
-                         torch.autograd.grad((expected * weights).sum(), [x, *layer.parameters()])):
-        torch.testing.assert_close(got, want)
-    with torch.no_grad():
-        state, steps = layer.init_state(2, dtype=torch.float64), []
-        for t in range(x.shape[1]):
-            y_t, state = layer.step(x[:, t], state)
-            steps.append(y_t)
-        torch.testing.assert_close(torch.stack(steps, 1), out)
-        first, state = layer(x[:, :1], causal=True, return_state=True)
-        second, _ = layer(x[:, 1:], causal=True, state=state, return_state=True)
-        torch.testing.assert_close(torch.cat([first, second], 1), out)
+    assert_forward_and_gradients_match(layer, reference, 8)
+    assert_steps_and_splits_continue(layer, 8, [1])
 
 
 def test_refusals_say_what_is_allowed():

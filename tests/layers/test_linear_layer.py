@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from lintf.layers import LinearLayer
+from tests.layers.equations import assert_forward_and_gradients_match, assert_steps_and_splits_continue, output_tail
 
 D_MODEL = 16
 VARIANTS = {
@@ -48,30 +49,14 @@ def reference(layer: LinearLayer, x: torch.Tensor) -> torch.Tensor:
         for t in range(length):
             scores = torch.einsum("bd,bsd->bs", q[:, t, h], k[:, : t + 1, g])  # (B, t + 1)
             out[:, t, h] = dk**-0.5 * torch.einsum("bs,bsm->bm", scores, v[:, : t + 1, g])
-    normed = out / torch.sqrt(out.square().mean(-1, keepdim=True) + layer.o_norm.eps) * p["o_norm.weight"]
-    return normed.flatten(2) @ p["o_proj.weight"].T
+    return output_tail(layer, x, out)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_forward_steps_and_a_split_prefill_equal_the_written_equations(variant):
     layer = build(variant)
-    x = torch.randn(2, 7, D_MODEL, dtype=torch.float64, requires_grad=True)
-    out, _ = layer(x, causal=True)
-    expected = reference(layer, x)
-    torch.testing.assert_close(out, expected)
-    weights = torch.randn_like(out)
-    for got, want in zip(torch.autograd.grad((out * weights).sum(), [x, *layer.parameters()]),
-                         torch.autograd.grad((expected * weights).sum(), [x, *layer.parameters()])):
-        torch.testing.assert_close(got, want)
-    with torch.no_grad():
-        state, steps = layer.init_state(2, dtype=torch.float64), []
-        for t in range(x.shape[1]):
-            y_t, state = layer.step(x[:, t], state)
-            steps.append(y_t)
-        torch.testing.assert_close(torch.stack(steps, 1), out)
-        first, state = layer(x[:, :3], causal=True, return_state=True)
-        second, _ = layer(x[:, 3:], causal=True, state=state, return_state=True)
-        torch.testing.assert_close(torch.cat([first, second], 1), out)
+    assert_forward_and_gradients_match(layer, reference, 7)
+    assert_steps_and_splits_continue(layer, 7, [3])
 
 
 def test_refusals_say_what_is_allowed():

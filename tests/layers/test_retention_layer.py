@@ -9,7 +9,13 @@ import torch
 import torch.nn.functional as F
 
 from lintf.layers import RetentionLayer
-from tests.layers.test_delta_rule_layer import causal_conv
+from tests.layers.equations import (
+    assert_forward_and_gradients_match,
+    assert_steps_and_splits_continue,
+    in_float64,
+    output_tail,
+    projected_inputs,
+)
 
 D_MODEL = 16
 VARIANTS = {
@@ -22,12 +28,7 @@ VARIANTS = {
 
 def build(variant: str) -> RetentionLayer:
     torch.manual_seed(0)
-    layer = RetentionLayer(D_MODEL, **VARIANTS[variant]).double()
-    with torch.no_grad():  # non-trivial norms and conv biases, so a dropped term shows
-        for name, parameter in layer.named_parameters():
-            if name.endswith(("o_norm.weight", "conv1d.bias")):
-                parameter.uniform_(0.5, 1.5)
-    return layer
+    return in_float64(RetentionLayer(D_MODEL, **VARIANTS[variant]))
 
 
 def rotated(x: torch.Tensor) -> torch.Tensor:
@@ -45,13 +46,9 @@ def rotated(x: torch.Tensor) -> torch.Tensor:
 
 def reference(layer: RetentionLayer, x: torch.Tensor) -> torch.Tensor:
     """The module docstring's equations as sums over the past, from the layer's parameters only."""
-    p = dict(layer.named_parameters())
     heads, kv_heads = layer.heads[0], layer.heads[1]
     dk, dv = layer.key_dim, layer.value_dim
-    projected = {name: x @ p[f"{name}_proj.weight"].T for name in "qkv"}
-    if "q_conv1d.weight" in p:
-        projected = {name: F.silu(causal_conv(u, p[f"{name}_conv1d.weight"], p.get(f"{name}_conv1d.bias")))
-                     for name, u in projected.items()}
+    projected = projected_inputs(layer, x)
     phi = {None: lambda a: a, "relu": F.relu, "silu": F.silu}[layer.feature_map]
     batch, length, _ = x.shape
     q = rotated(phi(projected["q"]).view(batch, length, heads, dk))
@@ -64,41 +61,19 @@ def reference(layer: RetentionLayer, x: torch.Tensor) -> torch.Tensor:
             for j in range(t + 1):
                 score = gamma ** (t - j) * dk**-0.5 * (q[:, t, h] * k[:, j, g]).sum(-1)  # (B,)
                 out[:, t, h] += score[:, None] * v[:, j, g]
-    normed = out / torch.sqrt(out.square().mean(-1, keepdim=True) + layer.o_norm.eps) * p["o_norm.weight"]
-    if "g_proj.weight" in p:
-        normed = normed * F.silu((x @ p["g_proj.weight"].T).view(batch, length, heads, dv))
-    return normed.flatten(2) @ p["o_proj.weight"].T
+    return output_tail(layer, x, out)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_forward_and_gradients_equal_the_written_equations(variant):
     layer = build(variant)
-    x = torch.randn(2, 7, D_MODEL, dtype=torch.float64, requires_grad=True)
-    out, _ = layer(x, causal=True)
-    expected = reference(layer, x)
-    torch.testing.assert_close(out, expected)
-    weights = torch.randn_like(out)
-    for got, want in zip(torch.autograd.grad((out * weights).sum(), [x, *layer.parameters()]),
-                         torch.autograd.grad((expected * weights).sum(), [x, *layer.parameters()])):
-        torch.testing.assert_close(got, want)
+    assert_forward_and_gradients_match(layer, reference, 7)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_steps_and_split_prefills_continue_the_rotation_and_memory(variant):
     """The state carries no position: the memory is kept in the next position's frame."""
-    layer = build(variant)
-    x = torch.randn(2, 9, D_MODEL, dtype=torch.float64)
-    with torch.no_grad():
-        whole, _ = layer(x, causal=True)
-        state, steps = layer.init_state(2, dtype=torch.float64), []
-        for t in range(x.shape[1]):
-            y_t, state = layer.step(x[:, t], state)
-            steps.append(y_t)
-        torch.testing.assert_close(torch.stack(steps, 1), whole)
-        for split in (1, 2, 5):
-            first, state = layer(x[:, :split], causal=True, return_state=True)
-            second, _ = layer(x[:, split:], causal=True, state=state, return_state=True)
-            torch.testing.assert_close(torch.cat([first, second], 1), whole)
+    assert_steps_and_splits_continue(build(variant), 9, [1, 2, 5])
 
 
 def test_padding_before_or_after_a_sequence_leaves_its_outputs_unchanged():

@@ -86,8 +86,9 @@ def delta_rule(
             each document, ``initial_state`` then holds one state per document (batch D) and the returned
             state is each document's final one. Read on the host once per call (one synchronisation on a
             GPU unless it is a CPU tensor); see ``lintf.ops.common.documents``.
-        check_ranges: check that beta is in [0, 2] and log_decay <= 0 (a ValueError on the CPU, a device-side assertion on a GPU: one pass
-            over them and a few kernel launches); False where the caller builds them in range (a sigmoid, minus a softplus).
+        check_ranges: check that beta is in [0, 2] and log_decay <= 0 (a ValueError on the CPU, a device-side
+            assertion on a GPU: one pass over them and a few kernel launches); False where the caller builds them in
+            range (a sigmoid, minus a softplus).
 
     Returns:
         (B, H, N, M) in the dtype of v (under autocast: the autocast dtype); with ``return_state`` the pair
