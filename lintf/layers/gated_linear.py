@@ -19,11 +19,9 @@ from typing import Literal
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lintf.layers.recipe import RecipeLayer, positive_int, width
+from lintf.layers.recipe import FEATURE_MAPS, RecipeLayer, check_feature_map, head_widths
 from lintf.ops import decayed_dot_product
 from lintf.registry import register_layer
-
-FEATURE_MAPS = {"relu": F.relu, "silu": F.silu}
 
 
 @register_layer("gated_linear")
@@ -48,19 +46,12 @@ class GatedLinearLayer(RecipeLayer):
         feature_map: Literal["relu", "silu"] | None = None, short_conv: int | None = 4, conv_bias: bool = False,
         gate_normalizer: float = 16.0, norm_eps: float = 1e-5,
     ) -> None:
-        key_width = width("gated_linear", "expand_k", d_model, expand_k)
-        value_width = width("gated_linear", "expand_v", d_model, expand_v)
-        kv_heads = n_heads if n_kv_heads is None else positive_int("gated_linear", "n_kv_heads", n_kv_heads)
-        if key_width % n_heads or value_width % n_heads or n_heads % kv_heads:
-            raise ValueError(f"gated_linear: key width {key_width} and value width {value_width} must be multiples "
-                             f"of n_heads ({n_heads}), a multiple of n_kv_heads ({kv_heads})")
-        if feature_map is not None and feature_map not in FEATURE_MAPS:
-            raise ValueError(f"gated_linear: feature_map must be one of {', '.join(FEATURE_MAPS)} or null, "
-                             f"got {feature_map!r}")
+        key_dim, value_dim, kv_heads = head_widths("gated_linear", d_model, n_heads, expand_k, expand_v, n_kv_heads)
+        check_feature_map("gated_linear", feature_map)
         if not gate_normalizer > 0:
             raise ValueError(f"gated_linear: gate_normalizer must be > 0, got {gate_normalizer!r}")
         activation = "silu" if short_conv is not None else None  # FLA: q, k, v are SiLU'd only by the convolution
-        super().__init__(d_model, (n_heads, kv_heads, kv_heads), key_width // n_heads, value_width // n_heads,
+        super().__init__(d_model, (n_heads, kv_heads, kv_heads), key_dim, value_dim,
                          short_conv, conv_bias, (activation,) * 3, True, norm_eps)
         self.feature_map, self.gate_normalizer = feature_map, float(gate_normalizer)
         self.gk_proj = nn.Linear(d_model, n_heads)

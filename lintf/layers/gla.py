@@ -15,11 +15,9 @@ from typing import Literal
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lintf.layers.recipe import RecipeLayer, positive_int, width
+from lintf.layers.recipe import FEATURE_MAPS, RecipeLayer, check_feature_map, head_widths, positive_int
 from lintf.ops import gated_linear_attention
 from lintf.registry import register_layer
-
-FEATURE_MAPS = {"relu": F.relu, "silu": F.silu}
 
 
 @register_layer("gla")
@@ -50,20 +48,14 @@ class GLALayer(RecipeLayer):
         output_gate: bool = True, gate_rank: int = 16, gate_normalizer: float = 16.0, clamp_min: float | None = None,
         norm_eps: float = 1e-5,
     ) -> None:
-        key_width = width("gla", "expand_k", d_model, expand_k)
-        value_width = width("gla", "expand_v", d_model, expand_v)
-        kv_heads = n_heads if n_kv_heads is None else positive_int("gla", "n_kv_heads", n_kv_heads)
-        if key_width % n_heads or value_width % n_heads or n_heads % kv_heads:
-            raise ValueError(f"gla: key width {key_width} and value width {value_width} must be multiples of n_heads "
-                             f"({n_heads}), a multiple of n_kv_heads ({kv_heads})")
-        if feature_map is not None and feature_map not in FEATURE_MAPS:
-            raise ValueError(f"gla: feature_map must be one of {', '.join(FEATURE_MAPS)} or null, got {feature_map!r}")
+        key_dim, value_dim, kv_heads = head_widths("gla", d_model, n_heads, expand_k, expand_v, n_kv_heads)
+        check_feature_map("gla", feature_map)
         if not gate_normalizer > 0:
             raise ValueError(f"gla: gate_normalizer must be > 0, got {gate_normalizer!r}")
         if clamp_min is not None and not clamp_min <= 0:
             raise ValueError(f"gla: clamp_min (a lower bound of log-gates) must be <= 0 or null, got {clamp_min!r}")
         activation = "silu" if short_conv is not None else None  # FLA: q, k, v are SiLU'd only by the convolution
-        super().__init__(d_model, (n_heads, kv_heads, kv_heads), key_width // n_heads, value_width // n_heads,
+        super().__init__(d_model, (n_heads, kv_heads, kv_heads), key_dim, value_dim,
                          short_conv, conv_bias, (activation,) * 3, output_gate, norm_eps)
         self.feature_map, self.gate_normalizer, self.clamp_min = feature_map, float(gate_normalizer), clamp_min
         self.gk_proj = nn.Sequential(nn.Linear(d_model, positive_int("gla", "gate_rank", gate_rank), bias=False),

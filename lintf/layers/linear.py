@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lintf.layers.recipe import RecipeLayer, positive_int, width
+from lintf.layers.recipe import RecipeLayer, head_widths
 from lintf.ops import gated_linear_attention
 from lintf.registry import register_layer
 
@@ -64,16 +64,11 @@ class LinearLayer(RecipeLayer):
         feature_map: Literal["elementwise_product", "elu", "relu", "identity"] = "elementwise_product",
         tie_feature_map_qk: bool = False, norm_q: bool = False, norm_k: bool = False, norm_eps: float = 1e-5,
     ) -> None:
-        key_width = width("linear", "expand_k", d_model, expand_k)
-        value_width = width("linear", "expand_v", d_model, expand_v)
-        kv_heads = n_heads if n_kv_heads is None else positive_int("linear", "n_kv_heads", n_kv_heads)
-        if key_width % n_heads or value_width % n_heads or n_heads % kv_heads:
-            raise ValueError(f"linear: key width {key_width} and value width {value_width} must be multiples of "
-                             f"n_heads ({n_heads}), a multiple of n_kv_heads ({kv_heads})")
+        key_dim, value_dim, kv_heads = head_widths("linear", d_model, n_heads, expand_k, expand_v, n_kv_heads)
         if feature_map != "elementwise_product" and feature_map not in FIXED_MAPS:
             raise ValueError(f"linear: feature_map must be one of elementwise_product, {', '.join(FIXED_MAPS)}; "
                              f"got {feature_map!r}")
-        super().__init__(d_model, (n_heads, kv_heads, kv_heads), key_width // n_heads, value_width // n_heads, None,
+        super().__init__(d_model, (n_heads, kv_heads, kv_heads), key_dim, value_dim, None,
                          False, (None, None, None), False, norm_eps)
         self.feature_map, self.norm_q, self.norm_k = feature_map, bool(norm_q), bool(norm_k)
         if feature_map == "elementwise_product":

@@ -49,6 +49,9 @@ class RecipeState(NamedTuple):
     memory: Tensor
 
 
+FEATURE_MAPS = {"relu": F.relu, "silu": F.silu}  # of q and k after the convolution, or None
+
+
 def positive_int(owner: str, key: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{owner}: {key} must be a positive int, got {value!r}")
@@ -61,6 +64,26 @@ def width(owner: str, key: str, base: int, expand: float) -> int:
     if not expand > 0 or size != int(size):
         raise ValueError(f"{owner}: {key}={expand!r} times {base} must give a positive whole width, got {size}")
     return int(size)
+
+
+def head_widths(owner: str, d_model: int, n_heads: int, expand_k: float, expand_v: float,
+                n_kv_heads: int | None) -> tuple[int, int, int]:
+    """(key head width, value head width, key/value heads) of ``n_heads`` query heads over d_model * expand_k
+    key and d_model * expand_v value features, grouped over ``n_kv_heads`` key/value heads (None: as many);
+    ValueError unless the widths split evenly."""
+    key_width = width(owner, "expand_k", d_model, expand_k)
+    value_width = width(owner, "expand_v", d_model, expand_v)
+    kv_heads = n_heads if n_kv_heads is None else positive_int(owner, "n_kv_heads", n_kv_heads)
+    if key_width % n_heads or value_width % n_heads or n_heads % kv_heads:
+        raise ValueError(f"{owner}: key width {key_width} and value width {value_width} must be multiples of "
+                         f"n_heads ({n_heads}), a multiple of n_kv_heads ({kv_heads})")
+    return key_width // n_heads, value_width // n_heads, kv_heads
+
+
+def check_feature_map(owner: str, feature_map: str | None) -> None:
+    """ValueError unless ``feature_map`` is one of FEATURE_MAPS or None."""
+    if feature_map is not None and feature_map not in FEATURE_MAPS:
+        raise ValueError(f"{owner}: feature_map must be one of {', '.join(FEATURE_MAPS)} or null, got {feature_map!r}")
 
 
 class RecipeLayer(nn.Module):

@@ -21,14 +21,12 @@ import math
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from lintf.layers.recipe import RecipeLayer, positive_int, width
+from lintf.layers.recipe import FEATURE_MAPS, RecipeLayer, check_feature_map, head_widths
 from lintf.ops import decayed_dot_product
 from lintf.registry import register_layer
 
-FEATURE_MAPS = {"relu": F.relu, "silu": F.silu}
 ROTARY_BASE = 10000.0
 
 
@@ -67,20 +65,13 @@ class RetentionLayer(RecipeLayer):
         feature_map: Literal["relu", "silu"] | None = None, short_conv: int | None = None, conv_bias: bool = False,
         output_gate: bool = True, norm_eps: float = 1e-5,
     ) -> None:
-        key_width = width("retention", "expand_k", d_model, expand_k)
-        value_width = width("retention", "expand_v", d_model, expand_v)
-        kv_heads = n_heads if n_kv_heads is None else positive_int("retention", "n_kv_heads", n_kv_heads)
-        if key_width % n_heads or value_width % n_heads or n_heads % kv_heads:
-            raise ValueError(f"retention: key width {key_width} and value width {value_width} must be multiples of "
-                             f"n_heads ({n_heads}), a multiple of n_kv_heads ({kv_heads})")
-        if (key_width // n_heads) % 2:
-            raise ValueError(f"retention: each key head's width ({key_width // n_heads}) must be even for the rotary "
+        key_dim, value_dim, kv_heads = head_widths("retention", d_model, n_heads, expand_k, expand_v, n_kv_heads)
+        if key_dim % 2:
+            raise ValueError(f"retention: each key head's width ({key_dim}) must be even for the rotary "
                              "codes; change expand_k or n_heads")
-        if feature_map is not None and feature_map not in FEATURE_MAPS:
-            raise ValueError(f"retention: feature_map must be one of {', '.join(FEATURE_MAPS)} or null, "
-                             f"got {feature_map!r}")
+        check_feature_map("retention", feature_map)
         activation = "silu" if short_conv is not None else None  # FLA: q, k, v are SiLU'd only by the convolution
-        super().__init__(d_model, (n_heads, kv_heads, kv_heads), key_width // n_heads, value_width // n_heads,
+        super().__init__(d_model, (n_heads, kv_heads, kv_heads), key_dim, value_dim,
                          short_conv, conv_bias, (activation,) * 3, output_gate, norm_eps)
         self.feature_map = feature_map
         inv_freq = ROTARY_BASE ** -(torch.arange(0, self.key_dim, 2, dtype=torch.float64) / self.key_dim)
