@@ -30,7 +30,7 @@ from pathlib import Path
 RESULTS = Path(__file__).parent / "results"
 CHUNK = 64  # positions per chunk (tile::kChunk)
 THREADS = 256  # threads of a scan block
-ROW_TERMS_ROWS = 8  # rows per block of row_terms_kernel: one warp each
+ROW_TERMS_ROWS = 8  # rows per block of row_terms_kernel and leaving_products_kernel: one warp each
 F32 = 4
 
 # measured on the machines these kernels ran on: a device-to-device copy through PyTorch (bytes read and
@@ -166,9 +166,9 @@ def _gated_backward(s: Shape, op: str, width: int) -> list[Launch]:
         Launch(f"{op}_state dkv", blocks, (b["qk"] + gates) * s.value_tiles + b["v"], b["states"], states_flops),
         _scan(s, "chunk_scan kv", s.c * s.m, b["states"] + gates, 0, b["state"]),
         _scan(s, "chunk_scan dkv", s.c * s.m, b["states"] + gates, 0, b["state"]),
-        Launch("aten.cat", 0, b["states"], b["states"]),  # the states leaving each chunk
-        Launch("aten.mul", 0, 2 * b["states"], b["states"]),
-        Launch("aten.sum", 0, b["states"], per_chunk * width * F32),
+        # sum(R_c o S_{c+1}) per decay: one warp each, S_{c+1} the state leaving chunk c
+        Launch("leaving_products", math.ceil(per_chunk * width / ROW_TERMS_ROWS), 2 * b["states"],
+               per_chunk * width * F32, 2 * s.heads * s.chunks * s.c * s.m),
         Launch(f"{op}_dq", per_chunk, b["qk"] + 2 * b["v"] + 2 * b["states"] + gates, b["qk"] + b["rows"] * width,
                _intra_flops(s, s.m + s.c) + states_flops),
         Launch(f"{op}_dkv", per_chunk, 2 * b["qk"] + 2 * b["v"] + 2 * b["states"] + gates,

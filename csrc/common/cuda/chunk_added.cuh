@@ -100,10 +100,35 @@ at::Tensor entering_states(const Dims& d, const at::Tensor& x, const at::Tensor&
   return states;
 }
 
+// x[head, chunk, j] = sum over the group entries e of decay j of R[head, chunk, e] S_{chunk+1}[head, e], with
+// S_{chunk+1} the state leaving the chunk (the next one's entering state, the final state after the last):
+// one warp per (head, chunk, j), fp32 sums. states and grad_states (heads, chunks, width), final (heads, width).
+constexpr int kLeavingThreads = 256;
+
+__global__ void __launch_bounds__(kLeavingThreads) leaving_products_kernel(const float* grad_states,
+                                                                           const float* states,
+                                                                           const float* final_state, float* x,
+                                                                           int64_t heads, int64_t chunks,
+                                                                           int64_t width, int64_t group) {
+  const int lane = threadIdx.x % 32;
+  const int64_t per_chunk = width / group, items = heads * chunks * per_chunk;
+  const int64_t item = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+  float sum = 0.f;
+  if (item < items) {
+    const int64_t head = item / (chunks * per_chunk), chunk = item / per_chunk % chunks, first = item % per_chunk * group;
+    const float* r = grad_states + (head * chunks + chunk) * width + first;
+    const float* s = chunk + 1 < chunks ? states + (head * chunks + chunk + 1) * width + first
+                                        : final_state + head * width + first;
+    for (int64_t e = lane; e < group; e += 32) sum += r[e] * s[e];
+  }
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);  // every lane
+  if (item < items && lane == 0) x[item] = sum;
+}
+
 // Both sweeps of the backward: S_c entering each chunk (from state0, undefined: zeros), R_c = dL/dS after each
 // (from grad_state, through the reverse sweep of factor (Q o exp(b))^T G) and x_c = sum(R_c o S_{c+1}) over
-// each decay's entries (Weighting::per_decay), the state leaving chunk c's share in the gradient of its
-// log-decays.
+// each decay's entries (Weighting::entries_per_decay; leaving_products_kernel), the state leaving chunk c's
+// share in the gradient of its log-decays.
 struct Sweeps {
   at::Tensor states, grad_states, x;
 };
@@ -118,9 +143,13 @@ Sweeps backward_sweeps(const Dims& d, const at::Tensor& q, const at::Tensor& k, 
   at::Tensor grad_states = added_states<T, Split, Weighting>(d, q, g, cumulative, false, factor);
   scan(states, Weighting::scan_decays(d, cumulative), state0, &final_state, false);
   scan(grad_states, Weighting::scan_decays(d, cumulative), grad_state, &d_state0, true);
-  // the states leaving each chunk are the next chunk's entering ones, then the final
-  const at::Tensor leaving = at::cat({states.narrow(1, 1, d.chunks - 1), final_state.unsqueeze(1)}, 1);
-  return {states, grad_states, Weighting::per_decay(grad_states * leaving).contiguous()};
+  const int64_t width = int64_t(d.c) * d.m, group = Weighting::entries_per_decay(d), per_block = kLeavingThreads / 32;
+  auto x = at::empty({d.heads, d.chunks, width / group}, states.options());
+  if (x.numel() > 0)
+    runtime::launch(leaving_products_kernel, (x.numel() + per_block - 1) / per_block, kLeavingThreads, 0,
+                    grad_states.data_ptr<float>(), states.data_ptr<float>(), final_state.data_ptr<float>(),
+                    x.data_ptr<float>(), d.heads, int64_t(d.chunks), width, group);
+  return {states, grad_states, x};
 }
 
 }  // namespace chunk

@@ -80,8 +80,8 @@ struct RowDecays {
     return {cumulative.data_ptr<float>() + (kChunk - 1), kChunk, std::numeric_limits<int64_t>::max()};
   }
 
-  // One decay a chunk: (heads, chunks).
-  static at::Tensor per_decay(const at::Tensor& products) { return products.sum({2, 3}); }
+  // One decay a chunk: all c * m entries share it (the decay-gradient terms x: (heads, chunks)).
+  static int64_t entries_per_decay(const Dims& d) { return int64_t(d.c) * d.m; }
 
   template <typename T>
   __device__ static void weigh(const chunk::AddedArgs<T>& args, const Dims& d, const Block& b, float* weights,

@@ -94,8 +94,8 @@ struct FeatureGates {
     return {cumulative.data_ptr<float>() + (kChunk - 1) * int64_t(d.c), kChunk * int64_t(d.c), d.m};
   }
 
-  // One decay a state row: (heads, chunks, c).
-  static at::Tensor per_decay(const at::Tensor& products) { return products.sum(3); }
+  // One decay a state row: its m entries share it (the gate-gradient terms x: (heads, chunks, c)).
+  static int64_t entries_per_decay(const Dims& d) { return d.m; }
 
   template <typename T>
   __device__ static void weigh(const chunk::AddedArgs<T>& args, const Dims& d, const Block& block, float* b,
