@@ -91,7 +91,8 @@ def test_generate_from_a_copied_image_checkpoint_writes_into_a_named_run(tmp_pat
     elsewhere = tmp_path / "work"
     elsewhere.mkdir()
     for suffix in ("", ".sha256"):  # a checkpoint and its digest, copied out of the run
-        shutil.copy(tmp_path.joinpath("trained", *RUN, "checkpoints", "last.ckpt" + suffix), elsewhere / f"model.ckpt{suffix}")
+        shutil.copy(tmp_path.joinpath("trained", *RUN, "checkpoints", f"last.ckpt{suffix}"),
+                    elsewhere / f"model.ckpt{suffix}")
     monkeypatch.chdir(elsewhere)
     capsys.readouterr()
     main(["generate", "--ckpt_path", "model.ckpt"])

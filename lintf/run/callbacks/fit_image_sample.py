@@ -57,7 +57,8 @@ def fit_image_sample(trainer: Trainer, pl_module: LightningModule) -> str | None
                                              f"{TIME_LIMIT:g} s limit, the rest left black")
         caption = (f"{IMAGES} samples after step {trainer.global_step}, seed {SEED}: the first byte given "
                    f"({FIRST_BYTE}), " + (f"{samples.drawn} drawn" if samples.complete else reach[2:]))
-        path = Path(unused_path(str(Path(own_run_directory(trainer)) / "samples" / f"fit-step{trainer.global_step}.png")))
+        samples_folder = Path(own_run_directory(trainer)) / "samples"
+        path = Path(unused_path(str(samples_folder / f"fit-step{trainer.global_step}.png")))
         save_grid(samples, path, caption)
         return (f"image sample ({IMAGES} images drawn from the first byte {FIRST_BYTE} at temperature {TEMPERATURE:g}, "
                 f"seed {SEED}{reach}): {path}")
