@@ -44,8 +44,8 @@ class ASRCheckpoint:
 def require_checkpoint(path: str) -> None:
     """CommandError naming ``path`` unless it is a file."""
     if not Path(path).is_file():
-        raise CommandError(f"--ckpt {path} is not a file (give an ASRTask checkpoint, e.g. lightning_logs/version_N/"
-                           "checkpoints/best.ckpt)")
+        raise CommandError(f"--ckpt {path} is not a file (give an ASRTask checkpoint, e.g. "
+                           "lightning_logs/asr-linear-synth/version_0/checkpoints/best.ckpt)")
 
 
 def check_written_by_asr(path: str, checkpoint: dict[str, Any]) -> None:

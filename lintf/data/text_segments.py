@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor
-from torch.utils.data import IterableDataset
 
 
 def stream_rows(tokens: Tensor, n_streams: int) -> Tensor:
@@ -23,8 +22,14 @@ def stream_rows(tokens: Tensor, n_streams: int) -> Tensor:
     return tokens[: n_streams * length].view(n_streams, length)  # stream s = tokens[s*length : (s+1)*length]
 
 
-class Segments(IterableDataset):
+class Segments:
     """Consecutive segments of ``rows``: batch j is ``rows[:, j*T : j*T + T + 1]`` (inputs and next tokens).
+
+    The training loader itself: its batches are made already, so no ``DataLoader`` wraps it (one around an
+    ``IterableDataset`` of known length draws Lightning's warning about worker processes, which never read
+    these). It is resumable: Lightning saves ``state_dict`` (the next batch) with each checkpoint, and a
+    resumed or extended ``fit`` reads on from there, its first batch marked ``"first"`` (the carried state is
+    not in the checkpoint) instead of reading the epoch's text again from its start.
 
     Under DDP each rank reads its own rows (the data module makes ``batch_size * world_size`` rows).
 
@@ -36,6 +41,7 @@ class Segments(IterableDataset):
 
     def __init__(self, rows: Tensor, segment_length: int, batch_size: int) -> None:
         self.rows, self.segment_length, self.batch_size = rows, segment_length, batch_size
+        self.start, self.next = 0, 0  # where the next pass begins; the batch after the last one read
 
     def __len__(self) -> int:
         return (self.rows.shape[1] - 1) // self.segment_length
@@ -48,10 +54,20 @@ class Segments(IterableDataset):
         return mine[: self.batch_size]
 
     def __iter__(self) -> Iterator[dict[str, Tensor | bool]]:
-        rows, length = self.rank_rows(), self.segment_length
-        for index in range(len(self)):
-            start = index * length
-            yield {"tokens": rows[:, start : start + length + 1], "first": index == 0}
+        rows, length, start = self.rank_rows(), self.segment_length, self.start
+        self.start = 0  # a later pass (the next epoch) reads the text from its start
+        for index in range(start, len(self)):
+            self.next = index + 1
+            begin = index * length
+            yield {"tokens": rows[:, begin : begin + length + 1], "first": index == start}
+
+    def state_dict(self) -> dict[str, int]:
+        """The batch a resumed run reads next (0: the next epoch's first)."""
+        return {"next": self.next % len(self)}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Begin the next pass at the saved batch."""
+        self.start = self.next = int(state.get("next", 0)) % len(self)
 
 
 def context_batches(tokens: Tensor, length: int, batch_size: int,

@@ -211,13 +211,13 @@ class TextStreamData(SplitDataModule):
         """Characters that token ids (1-D) stand for: those they decode to."""
         return len(self.tokenizer.decode(ids.tolist()))
 
-    def loader(self, split: str) -> DataLoader:
+    def loader(self, split: str) -> DataLoader | Segments:
         lengths = self.lengths(STAGE_PARTS["fit"] if split == "train" else (split,))
         tokens = self.part_tokens()[split]
         if split == "train":
             segments = Segments(stream_rows(tokens, self.streams()), lengths.segment_length, self.hparams.batch_size)
             self.fit_validation_interval(len(segments))
-            return DataLoader(segments, batch_size=None)
+            return segments  # batches already: a resumable loader of its own (``Segments``)
         return DataLoader(context_batches(tokens, lengths.eval_length, self.hparams.eval_batch_size, self.characters),
                           batch_size=None)
 

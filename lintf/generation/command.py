@@ -14,21 +14,22 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import torch
 
 from lintf.generation.checkpoint import build_task, find_generating_checkpoint
+from lintf.generation.image_samples import sample_images, save_grid
 from lintf.generation.prompts import ByteFormat, ModelSettings, PromptFormat, SymbolFormat, prompt_format
 from lintf.generation.stepping import CompiledStep
 from lintf.generation.streaming import stream_tokens
 from lintf.layout.directories import reserve_run_directory, run_directory_of, unused_path
+from lintf.layout.run_names import checkpoint_run_name
 from lintf.plugins import PluginError, load_plugins
 from lintf.run.commands import CommandError
 from lintf.run.run_config import require_run_plugins
-from lintf.sampling import Sampling, StepFunction, complete
+from lintf.sampling import Sampling, StepFunction
 from lintf.tasks.autoregressive import AutoregressiveTask
-from lintf.tasks.image_generation import image_grid, save_png
 
 DEFAULT_NEW_TOKENS = 200
 """New tokens of a text model when --max_new_tokens is not given (copies: the prompt's length; images: the rest)."""
@@ -89,13 +90,20 @@ def new_token_count(settings: ModelSettings, fmt: PromptFormat, prompt: list[int
     return count
 
 
-def output_directory(path: str, root: str) -> Path:
-    """Where generated files go: the run that holds checkpoint ``path``, or a new run directory under ``root``
-    for a checkpoint from elsewhere or a run that cannot be written (absolute)."""
+def output_directory(path: str, root: str, checkpoint: dict[str, Any]) -> Path:
+    """Where generated files go: the run that holds checkpoint ``path``, or, for a checkpoint from elsewhere or a
+    run that cannot be written, a new run directory under ``root`` named as the checkpoint's run would be
+    (``lightning_logs/copy-linear/version_N``; absolute).
+
+    Args:
+        path: the checkpoint file.
+        root: the directory that receives a new run directory.
+        checkpoint: the checkpoint as read (its task's and data's settings name the new directory).
+    """
     run = run_directory_of(path)
     if run is not None and os.access(run, os.W_OK):
         return Path(run)
-    return Path(reserve_run_directory(os.path.abspath(root)))
+    return Path(reserve_run_directory(os.path.abspath(root), checkpoint_run_name(checkpoint)))
 
 
 def steps_for(task: AutoregressiveTask, compile: bool, batch: int) -> StepFunction:
@@ -132,15 +140,12 @@ def stream_sample(request: Request, sampling: Sampling, generator: torch.Generat
 def write_image_grid(request: Request, sampling: Sampling, generator: torch.Generator, step: StepFunction,
                      num_samples: int, output: str | None, seed: int) -> None:
     """``num_samples`` images in one batch, saved as a PNG grid in the run's samples/ folder; its path printed."""
-    height, width, channels = request.prompt_format.image_shape
-    buffer = torch.zeros(num_samples, height * width * channels, dtype=torch.long)
-    count = len(request.prompt)
-    buffer[:, :count] = torch.tensor(request.prompt)
-    out = complete(request.task, buffer[:, : count + request.new_tokens], count, sampling, generator, step=step)
-    buffer[:, : out.shape[1]] = out
+    samples = sample_images(request.task, request.prompt_format.image_shape, request.prompt, request.new_tokens,
+                            num_samples, sampling, generator, step)
     path = Path(unused_path(str(request.run_directory / "samples" / (output or f"generate-seed{seed}.png"))))
-    caption = f"{num_samples} samples, seed {seed}: the first {count} bytes given, {request.new_tokens} generated"
-    save_png(image_grid(buffer.to(torch.uint8).view(-1, height, width, channels).numpy()), path, caption)
+    caption = (f"{num_samples} samples, seed {seed}: the first {samples.given} bytes given, {request.new_tokens} "
+               "generated")
+    save_grid(samples, path, caption)
     print(path, flush=True)
 
 
@@ -226,7 +231,7 @@ def generate(
     count = new_token_count(settings, fmt, ids, max_new_tokens)  # a request the model cannot meet: before it loads
     task = build_task(path, checkpoint, task_class)
     writes = output is not None or isinstance(fmt, ByteFormat)
-    request = Request(task, fmt, ids, count, output_directory(path, root) if writes else None)
+    request = Request(task, fmt, ids, count, output_directory(path, root, checkpoint) if writes else None)
     note(f"checkpoint: {os.path.abspath(path)} ({task_class.__name__})")
     if writes:
         note(f"run directory: {request.run_directory}")

@@ -1,6 +1,6 @@
 """``lintf.load(CKPT)``: a checkpoint as a Python object that generates, as ``from_pretrained(...).generate()``.
 
-    model = lintf.load("lightning_logs/version_0/checkpoints/best.ckpt")   # or "last" / "best"
+    model = lintf.load("lightning_logs/stream_lm-linear-kjv/version_0/checkpoints/best.ckpt")  # or "last" / "best"
     print(model.generate("Once upon a time", max_new_tokens=100, temperature=0.8))
 
 The checkpoint is found, vetted and rebuilt as ``lintf generate`` does (never running code from the file);

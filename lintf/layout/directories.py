@@ -67,6 +67,12 @@ def run_directory(trainer: Trainer) -> str:
 
     Without a logger it is ``default_root_dir``. Call on every rank (it broadcasts rank 0's answer).
     """
+    return trainer.strategy.broadcast(own_run_directory(trainer))
+
+
+def own_run_directory(trainer: Trainer) -> str:
+    """``run_directory`` as this process sees it, without asking the other ranks: for code that runs on rank 0
+    only (on rank 0 it is the run's directory)."""
     path = trainer.default_root_dir
     if trainer.loggers:
         logger = trainer.loggers[0]
@@ -78,7 +84,7 @@ def run_directory(trainer: Trainer) -> str:
             version = logger.version
             version = version if isinstance(version, str) else f"version_{version}"
             path = os.path.join(logger.save_dir or trainer.default_root_dir, str(logger.name or ""), version)
-    return trainer.strategy.broadcast(os.path.abspath(path))
+    return os.path.abspath(path)
 
 
 def run_directory_of(checkpoint_path: str) -> str | None:

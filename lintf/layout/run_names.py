@@ -77,7 +77,8 @@ def run_name(model: Mapping[str, Any], data: Mapping[str, Any] | None) -> str:
     init_args = model.get("init_args") or {}
     encoder = init_args.get("encoder") or {}
     task = task_name(model.get("class_path") or "Task")
-    parts = [task, attention_name(encoder.get("attention") if isinstance(encoder, Mapping) else None)]
+    attention = encoder.get("attention") if isinstance(encoder, Mapping) else getattr(encoder, "attention", None)
+    parts = [task, attention_name(attention)]
     if data:
         parts.append(data_name(data.get("class_path") or "", data.get("init_args") or {}, task))
     return "-".join(safe(part) for part in parts if part)
@@ -94,3 +95,19 @@ def config_run_name(config: Any) -> str | None:
     if not isinstance(model, Mapping):
         return None
     return run_name(model, data if isinstance(data, Mapping) else None)
+
+
+def checkpoint_run_name(checkpoint: Mapping[str, Any]) -> str | None:
+    """``run_name`` of the run that wrote ``checkpoint``, from the task's and data module's saved hyper-parameters
+    (``copy-linear``, ``stream_lm-linear-kjv``); None for a checkpoint that names no task.
+
+    Args:
+        checkpoint: a Lightning checkpoint as read (``hyper_parameters``, ``datamodule_hyper_parameters``).
+    """
+    hparams = checkpoint.get("hyper_parameters") or {}
+    class_path = hparams.get("_class_path") or checkpoint.get("lintf_task")
+    if not isinstance(class_path, str) or not class_path:
+        return None
+    data = checkpoint.get("datamodule_hyper_parameters")
+    data = {"class_path": data.get("_class_path") or "", "init_args": data} if isinstance(data, Mapping) else None
+    return run_name({"class_path": class_path, "init_args": hparams}, data)

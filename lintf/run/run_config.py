@@ -67,7 +67,8 @@ def with_run_config(argv: list[str]) -> list[str]:
 
     For ``fit``, ``validate``, ``test`` and ``predict`` with ``--ckpt_path``: the plugins of the checkpoint's
     run must be on the command line (``require_run_plugins``). For validate/test/predict without ``--config``
-    or ``--model``, ``--config <run>/config.yaml`` is added and 'last' / 'best' become the file they name.
+    or ``--model``, ``--config <run>/config.yaml`` is added and 'last' / 'best' become the file they name; a
+    checkpoint file in no run directory needs ``--config`` (ConfigFileError).
     """
     if not argv or argv[0] not in ("fit", *EVALUATING):
         return argv
@@ -80,6 +81,12 @@ def with_run_config(argv: list[str]) -> list[str]:
     if configured and ckpt_path in ALIASES:
         return argv  # the config says which experiment's 'last' is meant: the CLI finds it
     path = run_checkpoint(ckpt_path, options.get("--trainer.default_root_dir") or os.getcwd())
+    if path is None and not configured and ckpt_path not in ALIASES and os.path.isfile(ckpt_path):
+        raise ConfigFileError(
+            f"checkpoint {ckpt_path} is in no run directory (a run keeps its {CONFIG_FILE} beside its checkpoints/ "
+            f"folder), so the settings of its task and data are not known: give the config it was trained with, "
+            f"lintf {argv[0]} --config CONFIG --ckpt_path {ckpt_path} (its outputs go to a new run directory, "
+            "lightning_logs/<task>-<attention>[-<data>]/version_N).")
     if path is None:
         return argv
     require_run_plugins(path, plugins_in_args(argv))

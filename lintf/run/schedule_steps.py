@@ -70,9 +70,11 @@ def size_schedule(config: Any, argv: list[str], checkpoint: dict[str, Any] | Non
     if is_extension(checkpoint, max_steps, argv):
         step, ends = int(checkpoint["global_step"]), int(saved_schedule(checkpoint)[TOTAL_STEPS])
         arguments[TOTAL_STEPS] = schedule_steps(arguments, max_steps - step)
+        peak = f"rises again to {float(arguments['max_lr']):g} and " if arguments.get("max_lr") is not None else ""
         return (f"lintf: the run's {scheduler} schedule ends at step {ends}; training on to step {max_steps} runs a "
                 f"new cycle of {max_steps - step} steps from step {step} ({TOTAL_STEPS} {arguments[TOTAL_STEPS]}), "
-                "with the checkpoint's weights and optimizer state")
+                f"with the checkpoint's weights and optimizer state: the learning rate {peak}anneals by step "
+                f"{max_steps}, as in a fresh run of {max_steps - step} steps")
     saved = saved_schedule(checkpoint)
     if checkpoint is not None:
         if saved is None or saved.get(TOTAL_STEPS) in (None, total):
@@ -88,7 +90,33 @@ def size_schedule(config: Any, argv: list[str], checkpoint: dict[str, Any] | Non
 
 class StartNewCycle(Callback):
     """Drops the checkpoint's ended schedule as it is restored, so the run's fresh one (sized by ``size_schedule``)
-    starts its cycle; the weights, optimizer state and step count come from the checkpoint."""
+    starts its cycle; the weights, optimizer state and step count come from the checkpoint.
+
+    Restoring the optimizer state also brings back the rates its parameter groups ended with (``lr``, and the
+    momentum and ``max_lr`` a OneCycleLR writes there), over those the fresh schedule set; so the schedule's own
+    are put back before the first step, which then runs at the new cycle's first rate as a fresh run's does.
+    """
+
+    SCHEDULED = ("lr", "betas", "momentum")
+    """Optimizer settings a schedule sets per step; with the settings it adds to a parameter group (``initial_lr``)."""
+
+    def __init__(self) -> None:
+        self.fresh: list[list[dict[str, Any]]] = []
 
     def on_load_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]) -> None:
         checkpoint["lr_schedulers"] = []
+
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # after configure_optimizers made the fresh schedule, before the checkpoint's optimizer state is loaded
+        self.fresh = [[{key: value for key, value in group.items() if key in self.scheduled(optimizer)}
+                       for group in optimizer.param_groups] for optimizer in trainer.optimizers]
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        for optimizer, groups in zip(trainer.optimizers, self.fresh):
+            for group, fresh in zip(optimizer.param_groups, groups):
+                group.update(fresh)
+
+    def scheduled(self, optimizer: Any) -> set[str]:
+        """The settings of ``optimizer``'s groups that a schedule owns: ``SCHEDULED`` and those it added."""
+        return {*self.SCHEDULED, *(key for group in optimizer.param_groups for key in group
+                                   if key != "params" and key not in optimizer.defaults)}

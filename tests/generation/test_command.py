@@ -133,7 +133,7 @@ def test_a_checkpoint_from_outside_a_run_writes_into_a_new_run_directory(tmp_pat
     root = tmp_path / "work"
     out, err = generate(["--ckpt_path", str(elsewhere), "--prompt", "the", "--max_new_tokens", "5",
                          "--root", str(root), "--output", "s.txt"], capsys)
-    run = root / "lightning_logs" / "version_0"
+    run = root / "lightning_logs" / "stream_lm-linear" / "version_0"  # named as the checkpoint's run would be
     assert f"run directory: {run}" in err and (run / "samples" / "s.txt").read_text() == out
     assert not (elsewhere.parent / "samples").exists()
 

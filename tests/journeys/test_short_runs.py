@@ -7,6 +7,7 @@ sized for 6000 steps and validates every 500).
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 import signal
@@ -81,6 +82,45 @@ def test_a_finished_run_trains_longer_with_a_new_cycle(tmp_path, capsys):
     assert float(moments["step"]) == 10, "the optimizer state went on from the checkpoint's"
     runs = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.glob("lightning_logs/*/version_*"))
     assert runs == ["lightning_logs/copy-linear/version_0"]
+
+
+LOGGED_RATES = ["--config", str(REPO / "configs" / "logger" / "csv.yaml"), "--trainer.callbacks+=LearningRateMonitor",
+                "--trainer.callbacks.logging_interval", "step", "--trainer.callbacks.log_momentum", "true"]
+"""CSV logs with the learning rate and momentum of every step, as a user adds them."""
+
+
+def one_cycle_momenta(total_steps: int, steps: int) -> list[float]:
+    """AdamW's first beta under torch's own OneCycleLR with copy.yaml's settings over ``steps`` steps."""
+    optimizer = torch.optim.AdamW([torch.zeros(1, requires_grad=True)], lr=0.003)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.003, total_steps=total_steps, pct_start=0.1)
+    momenta = []
+    for _ in range(steps):
+        momenta.append(optimizer.param_groups[0]["betas"][0])
+        optimizer.step()
+        schedule.step()
+    return momenta
+
+
+def logged_rates(tmp_path) -> dict[int, tuple[float, float]]:
+    """(learning rate, momentum) of each step, from the run's metrics.csv."""
+    path = tmp_path / "lightning_logs" / "copy-linear" / "version_0" / "metrics.csv"
+    with path.open() as handle:
+        rows = list(csv.DictReader(handle))
+    rates = {int(row["step"]): float(row["lr-AdamW"]) for row in rows if row.get("lr-AdamW")}
+    momenta = {int(row["step"]): float(row["lr-AdamW-momentum"]) for row in rows if row.get("lr-AdamW-momentum")}
+    return {step: (rates[step], momenta[step]) for step in rates}
+
+
+def test_the_added_steps_run_the_rates_of_a_fresh_cycle_from_their_first(tmp_path, capsys):
+    lintf(tmp_path, "--trainer.max_steps", "6", *SHORT, *LOGGED_RATES)
+    lintf(tmp_path, "--trainer.max_steps", "10", *SHORT, *LOGGED_RATES, "--ckpt_path", "last")
+    assert ("the learning rate rises again to 0.003 and anneals by step 10, as in a fresh run of 4 steps"
+            in capsys.readouterr().out)
+    rates = logged_rates(tmp_path)
+    assert sorted(rates) == list(range(10))
+    assert [rates[step][0] for step in range(6)] == pytest.approx(one_cycle_rates(6, 6)[:6])
+    assert [rates[step][0] for step in range(6, 10)] == pytest.approx(one_cycle_rates(4, 4)[:4])
+    assert [rates[step][1] for step in range(6, 10)] == pytest.approx(one_cycle_momenta(4, 4))
 
 
 class CtrlCAt(Callback):

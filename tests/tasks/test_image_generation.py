@@ -36,7 +36,8 @@ def test_image_config_trains_and_predicts_png_grids(config, tmp_path, monkeypatc
     assert fitted.trainer.state.finished
     predicted = run(["predict", *base, "--trainer.fast_dev_run", "1"])
     samples = sorted(p.name for p in tmp_path.rglob("samples/*.png"))
-    assert samples == ["completions-0000.png", "originals-0000.png", "samples-0000.png"]
+    # the fit's own grid (fit-step1.png), then predict's
+    assert samples == ["completions-0000.png", "fit-step1.png", "originals-0000.png", "samples-0000.png"]
     assert predicted.trainer.state.finished
 
 

@@ -1,5 +1,6 @@
 """The closing lines of a ``fit``: steps, time, tokens per second and the last validation's metrics; then, for a
-model that writes text, a short sample of it (``fit_sample``)."""
+model that writes text, a short sample of it (``fit_sample``); for one that draws images, the path of a small
+grid of them saved in the run (``fit_image_sample``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
+from lintf.run.callbacks.fit_image_sample import fit_image_sample
 from lintf.run.callbacks.fit_sample import fit_sample
 
 
@@ -37,7 +39,7 @@ class FitSummary(Callback):
 
     def summary(self, trainer: Trainer) -> str | None:
         """``fit: 300 steps in 95.2 s, 12900 tokens/s (validation included); val/loss 1.23, ...``, or None; a text
-        model's sample on a second line. Call on rank 0 only (the sample runs the model)."""
+        model's sample, or an image model's grid, on a second line. Call on rank 0 only (the sample runs the model)."""
         if not self.start:  # no training step ran: a resumed run that had reached its end already
             done = 0 < trainer.max_steps <= trainer.global_step
             return (f"fit: nothing to train, the run had reached max_steps {trainer.max_steps}; train it longer with "
@@ -46,6 +48,7 @@ class FitSummary(Callback):
         metrics = [f"{name} {float(value):.4g}" for name, value in sorted(trainer.callback_metrics.items())
                    if name.startswith("val/") and torch.as_tensor(value).numel() == 1]
         speed = f", {self.tokens / seconds:.0f} tokens/s (validation included)" if self.tokens else ""
-        sample = fit_sample(trainer, trainer.lightning_module) if trainer.lightning_module is not None else None
+        module = trainer.lightning_module
+        sample = (fit_sample(trainer, module) or fit_image_sample(trainer, module)) if module is not None else None
         return (f"fit: {trainer.global_step - self.first_step} steps in {seconds:.1f} s{speed}"
                 + (f"; {', '.join(metrics)}" if metrics else "") + (f"\n{sample}" if sample else ""))
