@@ -384,8 +384,8 @@ def main() -> None:
         else "fast-transformers not installed (its setup.py needs a CUDA toolkit on PATH or a patched build)"
     text = [
         "# Causal product benchmark\n\n",
-        f"`python -m benchmarks.causal_product{''.join(' ' + a for a in sys.argv[1:])}` (torch {torch.__version__}, "
-        f"{ft}).\n\n",
+        (f"`python -m benchmarks.causal_product{''.join(' ' + a for a in sys.argv[1:])}` (torch {torch.__version__}, "
+         f"{ft}).\n\n"),
         f"- {os.cpu_count()} logical cores; the op's vector path in this run: {cpu_vector_path()}\n",
         *(line + "\n" for line in tuning_lines(cpu_tuning(DIM, DIM, torch.float32))),
         f"- output cache of the op: bound {cache_mb} MB at the end of the run ({cache_bound}; freed outputs' "

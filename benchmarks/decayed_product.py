@@ -134,7 +134,7 @@ def report(rows: list[dict], repeats: int, peaks: tuple[float, float], load: tup
         f"torch {torch.__version__}; CPU: {cpu_model()}; vector paths: {', '.join(cpu_vector_paths())}; 1 thread.",
         f"B=1, H={HEADS}, C=M={DIM}, fp32, log_decay in [-0.1, 0]; median of {repeats} calls after a warm-up call,",
         "the two backward modes' calls alternating. `op <path> <mode>`: the compiled op on that vector path with",
-        f"LINTF_CPU_BACKWARD=<mode> (stored: a state kept every {kept_state_span("decayed", DIM, DIM, 4)} positions); `pytorch`: the PyTorch",
+        f"LINTF_CPU_BACKWARD=<mode> (stored: a state kept every {kept_state_span('decayed', DIM, DIM, 4)} positions); `pytorch`: the PyTorch",
         "chunked path (LINTF_EXTENSION=off). % peak: 4NCM (forward) and 12NCM (forward+backward) flops per head",
         f"against the one-thread fp32 matmul peak, {max(peaks):.1f} GFLOP/s (before / after the op: "
         f"{peaks[0]:.1f} / {peaks[1]:.1f}).",

@@ -224,8 +224,8 @@ def report(
         "chunked PyTorch path (LINTF_EXTENSION=off); fla: flash-linear-attention's PyTorch references on the CPU.",
         "MB: peak extra resident memory of one fwd+bwd call. Every row ran in this one process, one after another.",
         f"Load average (1 min) before / after: {load[0]:.2f} / {load[1]:.2f} on {os.cpu_count()} cores.",
-        f"fp32 matmul (2048^2, 1 thread, fastest of 7 calls) before / after the timings: {peaks[0]:.1f} / "
-        f"{peaks[1]:.1f} GFLOP/s.",
+        (f"fp32 matmul (2048^2, 1 thread, fastest of 7 calls) before / after the timings: {peaks[0]:.1f} / "
+         f"{peaks[1]:.1f} GFLOP/s."),
         "",
         *cpu_lines(args.dims),
         "",

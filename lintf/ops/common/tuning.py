@@ -5,7 +5,8 @@ The kernels (``csrc/common/cpu/tuning.h``) choose, at every call, from the cache
 the call's shape:
 
 * the kept-state span: positions between the states the causal and decayed forwards keep for their
-  backward, the largest 32 * 2^k up to 1024 whose rows the backward reads twice take at most half of L2;
+  backward, the largest 32 * 2^k up to 1024 whose rows the backward reads twice take at most half of L2
+  (rows of half-precision inputs counted as fp32, like the states: ``SPAN_ITEMSIZE``);
 * the prefetch distance: chunks of 32 positions a sweep prefetches ahead, the most up to 4 whose rows
   take at most half of L2, at least 1;
 * streaming stores for gradients of at least 4 x L2 bytes, and for the delta rule's kept copies when a
@@ -13,12 +14,11 @@ the call's shape:
 
 The register tiles follow the vector path (``cpu_vector_path``). ``LINTF_CPU_CACHE_KB=l1d,l2,l3`` (KiB)
 pretends another CPU's caches, read at every call like ``LINTF_CPU_PATH``. ``cpu_tuning()`` reports it
-all; ``python -m lintf.ops.common.tuning`` prints it.
+all; ``python -m lintf.ops.common`` prints it.
 """
 
 from __future__ import annotations
 
-import argparse
 import platform
 from pathlib import Path
 
@@ -34,6 +34,16 @@ TUNING_FIELDS = ("l1d_bytes", "l2_bytes", "l3_bytes", "l3_shared_by", "causal_sp
 
 CHUNK = 32  # positions per chunk of every sweep (csrc/common/cpu/layout.h)
 MAX_SPAN, MAX_PREFETCH = 1024, 4  # csrc/common/cpu/tuning.h
+
+
+def span_itemsize(itemsize: int) -> int:
+    """The bytes per element the kept-state span counts: the accumulation dtype's (fp32 for bf16 and fp16).
+
+    Counting bf16 rows at their own 2 bytes doubles the span, which halves the kept states' share of the inputs
+    and lets ``LINTF_CPU_BACKWARD=auto`` keep them at C = M = 64; there the backward from states kept every 512
+    positions measured no faster than recomputing (bf16, N = 16384, one thread: 100.6 against 99.7 ms).
+    """
+    return max(itemsize, 4)
 # Register tiles per vector path (csrc/<op>/cpu/<op>_<path>.cpp, csrc/common/cpu/recurrence.h): vector bytes,
 # state rows of the recurrence's tile (2 vectors wide), rows of tile::gemm's register block (2 vectors wide).
 REGISTER_TILES = {"avx512": (64, 8, 8), "avx2": (32, 4, 6), "portable": (16, 4, 4)}
@@ -58,7 +68,7 @@ def kept_state_span(op: str, features: int, values: int, itemsize: int) -> int:
     """
     if op not in ("causal", "decayed"):
         raise ValueError(f"op={op!r}: kept-state spans are chosen for 'causal' or 'decayed'")
-    chosen = tuning_values(features, values, itemsize)
+    chosen = tuning_values(features, values, span_itemsize(itemsize))
     return 256 if chosen is None else chosen[f"{op}_span"]
 
 
@@ -79,8 +89,8 @@ def _kib(n: int) -> str:
 
 def kernel_choices(chosen: dict[str, int], features: int, values: int, itemsize: int) -> dict[str, dict]:
     """Each kernel's choices at one shape, each as {"value": ..., "why": ...}, from ``tuning_values``."""
-    half_l2 = chosen["l2_bytes"] // 2
-    causal_rows, decayed_rows = (2 * features + 3 * values) * itemsize, (2 * features + 2 * values) * itemsize + 4
+    half_l2, counted = chosen["l2_bytes"] // 2, span_itemsize(itemsize)
+    causal_rows, decayed_rows = (2 * features + 3 * values) * counted, (2 * features + 2 * values) * counted + 4
     forward_rows = (2 * features + values) * itemsize
 
     def span(value: int, rows: int, what: str) -> dict:
@@ -98,12 +108,14 @@ def kernel_choices(chosen: dict[str, int], features: int, values: int, itemsize:
         "causal_product": {"chunk_positions": fixed_chunk,
                            "kept_state_span": span(chosen["causal_span"], causal_rows, "q, k, v, output, gradient"),
                            "forward_prefetch_chunks": ahead(chosen["causal_forward_prefetch"], forward_rows),
-                           "backward_prefetch_chunks": ahead(chosen["causal_backward_prefetch"], causal_rows),
+                           "backward_prefetch_chunks": ahead(chosen["causal_backward_prefetch"],
+                                                             (2 * features + 3 * values) * itemsize),
                            "streamed_gradient_bytes": streamed},
         "decayed_product": {"chunk_positions": fixed_chunk,
                             "kept_state_span": span(chosen["decayed_span"], decayed_rows, "q, k, v, log_decay, "
                                                     "gradient"),
-                            "prefetch_chunks": ahead(chosen["decayed_prefetch"], decayed_rows),
+                            "prefetch_chunks": ahead(chosen["decayed_prefetch"],
+                                                     (2 * features + 2 * values) * itemsize + 4),
                             "streamed_gradient_bytes": streamed},
         "delta_rule": {"chunk_positions": fixed_chunk,
                        "streamed_kept_bytes": {"value": chosen["streamed_kept_bytes"], "why": "half of L2: a head's "
@@ -129,6 +141,8 @@ def cpu_tuning(features: int = 64, values: int = 64, dtype: torch.dtype = torch.
     chosen = tuning_values(features, values, itemsize)
     if chosen is None:
         return None
+    spans = tuning_values(features, values, span_itemsize(itemsize))
+    chosen.update(causal_span=spans["causal_span"], decayed_span=spans["decayed_span"])
     path = cpu_vector_path()
     vector_bytes, state_rows, gemm_rows = REGISTER_TILES[path]
     caches = {key: chosen[key] for key in TUNING_FIELDS[:4]}
@@ -147,30 +161,17 @@ def cpu_tuning(features: int = 64, values: int = 64, dtype: torch.dtype = torch.
 def tuning_lines(report: dict) -> list[str]:
     """``cpu_tuning``'s report as Markdown bullet lines (for the benchmarks' results headers and the CLI)."""
     caches, tile, shape = report["caches"], report["register_tile"], report["shape"]
-    lines = [f"- CPU: {report['cpu']}; caches ({caches['source']}): L1d {_kib(caches['l1d_bytes'])}, "
-             f"L2 {_kib(caches['l2_bytes'])} per core, L3 {_kib(caches['l3_bytes'])} shared by "
-             f"{caches['l3_shared_by']} logical CPUs",
-             f"- vector path: {report['vector_path']} (this CPU runs: {', '.join(report['vector_paths'])}); register "
-             f"tiles of {tile['vector_bytes']}-byte vectors: recurrence {tile['recurrence_state_rows']} x 2, "
-             f"gemm {tile['gemm_rows']} x 2",
-             f"- tuning at C={shape['features']}, M={shape['values']}, {shape['dtype']} "
-             "(csrc/common/cpu/tuning.h, docs/cpu_op.md \"Tuning by the CPU's caches\"):"]
+    cpu = (f"- CPU: {report['cpu']}; caches ({caches['source']}): L1d {_kib(caches['l1d_bytes'])}, "
+           f"L2 {_kib(caches['l2_bytes'])} per core, L3 {_kib(caches['l3_bytes'])} shared by "
+           f"{caches['l3_shared_by']} logical CPUs")
+    vector = (f"- vector path: {report['vector_path']} (this CPU runs: {', '.join(report['vector_paths'])}); "
+              f"register tiles of {tile['vector_bytes']}-byte vectors: recurrence {tile['recurrence_state_rows']} "
+              f"x 2, gemm {tile['gemm_rows']} x 2")
+    tuned = (f"- tuning at C={shape['features']}, M={shape['values']}, {shape['dtype']} "
+             "(csrc/common/cpu/tuning.h, docs/cpu_op.md \"Tuning by the CPU's caches\"):")
+    lines = [cpu, vector, tuned]
     for op, choices in report["kernels"].items():
         described = "; ".join(f"{name} {choice['value']} ({choice['why']})" for name, choice in choices.items()
                               if name != "chunk_positions")
         lines.append(f"  - {op}: {described or 'no cache-dependent choice'}")
     return lines
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description="Print the compiled CPU ops' tuning on this CPU.")
-    parser.add_argument("--features", type=int, default=64, help="C, the width of q and k")
-    parser.add_argument("--values", type=int, default=64, help="M, the width of v")
-    parser.add_argument("--dtype", choices=("float32", "float64", "bfloat16", "float16"), default="float32")
-    args = parser.parse_args()
-    report = cpu_tuning(args.features, args.values, getattr(torch, args.dtype))
-    print("the compiled ops are not available" if report is None else "\n".join(tuning_lines(report)))
-
-
-if __name__ == "__main__":
-    main()

@@ -16,7 +16,12 @@ import lintf.ops
 from lintf.ops import causal_linear_attention, decayed_dot_product
 from lintf.ops.causal import compiled as causal_compiled
 from lintf.ops.causal.reference import causal_linear_attention_reference
-from lintf.ops.common.tuning import cpu_tuning, kept_state_span, tuning_lines, tuning_values
+from lintf.ops.common.tuning import (
+    cpu_tuning,
+    kept_state_span,
+    tuning_lines,
+    tuning_values,
+)
 from lintf.ops.decayed import compiled as decayed_compiled
 from lintf.ops.decayed.reference import decayed_dot_product_reference
 from lintf.ops.delta.reference import delta_rule_reference
@@ -65,6 +70,8 @@ def test_wider_rows_and_smaller_caches_give_shorter_spans(monkeypatch):
     assert tuning_values(128, 128, 4)["causal_span"] == 128  # 2560 B per position: 256 would be 640 KiB
     assert tuning_values(32, 32, 4)["causal_span"] == 512
     assert tuning_values(64, 64, 8)["causal_span"] == 128  # fp64 rows weigh twice as much
+    assert kept_state_span("causal", 64, 64, 2) == kept_state_span("causal", 64, 64, 4) == 256  # bf16 counts as fp32
+    assert cpu_tuning(64, 64, torch.bfloat16)["kernels"]["causal_product"]["kept_state_span"]["value"] == 256
     monkeypatch.setenv("LINTF_CPU_CACHE_KB", "1,1,0")  # nothing fits: the least of everything
     chosen = tuning_values(64, 64, 4)
     assert (chosen["causal_span"], chosen["causal_forward_prefetch"], chosen["decayed_span"]) == (32, 1, 32)
