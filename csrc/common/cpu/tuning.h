@@ -3,9 +3,12 @@
 // vector path instead (path.h, recurrence.h), and the 32-position chunk is fixed (layout.h).
 //
 //   kept-state span   positions between the states the causal and decayed forwards keep for their
-//                     backward (chosen on the Python side through lintf::cpu_tuning): the largest
-//                     32 * 2^k positions, up to 1024, whose rows the backward reads twice (once per
-//                     sweep) take at most half of L2, so the reverse sweep finds them there.
+//                     backward (chosen on the Python side through lintf::cpu_tuning, which counts
+//                     half-precision rows as fp32): the largest 32 * 2^k positions, up to 1024, whose
+//                     rows the backward reads twice (once per sweep) take at most half of L2, so the
+//                     reverse sweep finds them there; but at least the span whose rows weigh 8 times
+//                     the kept state, which each span loads and transposes (C = M = 128, fp32, 1 MiB
+//                     of L2: 128 positions measured 8% slower than 256).
 //   prefetch distance chunks a sweep prefetches ahead: the most, up to 4, whose rows take at most
 //                     half of L2, at least 1.
 //   streamed outputs  gradients of at least 4 x L2 bytes are written with streaming stores: they
@@ -25,8 +28,8 @@ namespace lintf::cpu {
 constexpr int64_t kMaxSpanPositions = 1024;
 constexpr int64_t kMaxPrefetchChunks = 4;  // the distance the kernels were measured with (docs/cpu_op.md)
 
-// Positions per span of kept states for rows of row_bytes per position.
-int64_t kept_span(int64_t row_bytes, const CacheSizes& caches);
+// Positions per span of kept states for rows of row_bytes per position and kept states of state_bytes.
+int64_t kept_span(int64_t row_bytes, int64_t state_bytes, const CacheSizes& caches);
 // Chunks to prefetch ahead for chunks of chunk_bytes.
 int64_t prefetch_chunks(int64_t chunk_bytes, const CacheSizes& caches);
 // Bytes of a gradient from which it is written with streaming stores.

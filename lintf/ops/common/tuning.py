@@ -5,8 +5,9 @@ The kernels (``csrc/common/cpu/tuning.h``) choose, at every call, from the cache
 the call's shape:
 
 * the kept-state span: positions between the states the causal and decayed forwards keep for their
-  backward, the largest 32 * 2^k up to 1024 whose rows the backward reads twice take at most half of L2
-  (rows of half-precision inputs counted as fp32, like the states: ``SPAN_ITEMSIZE``);
+  backward, the largest 32 * 2^k up to 1024 whose rows the backward reads twice take at most half of L2,
+  but at least the span whose rows weigh 8 times the kept state (each span loads and transposes one);
+  rows of half-precision inputs count as fp32, like the states (``span_itemsize``);
 * the prefetch distance: chunks of 32 positions a sweep prefetches ahead, the most up to 4 whose rows
   take at most half of L2, at least 1;
 * streaming stores for gradients of at least 4 x L2 bytes, and for the delta rule's kept copies when a
@@ -64,7 +65,8 @@ def kept_state_span(op: str, features: int, values: int, itemsize: int) -> int:
     """Positions between the states a CPU forward of ``op`` ("causal" or "decayed") keeps for its backward.
 
     The largest 32 * 2^k positions, up to 1024, whose rows the backward reads twice take at most half of the
-    L2 the CPU reports (256 at C = M = 64, fp32, with 1 MiB of L2); 256 without the compiled ops.
+    L2 the CPU reports, but at least the span whose rows weigh 8 times the kept state (256 at C = M = 64 and at
+    128, fp32, with 1 MiB of L2); 256 without the compiled ops.
     """
     if op not in ("causal", "decayed"):
         raise ValueError(f"op={op!r}: kept-state spans are chosen for 'causal' or 'decayed'")
@@ -93,9 +95,12 @@ def kernel_choices(chosen: dict[str, int], features: int, values: int, itemsize:
     causal_rows, decayed_rows = (2 * features + 3 * values) * counted, (2 * features + 2 * values) * counted + 4
     forward_rows = (2 * features + values) * itemsize
 
+    state = features * values * counted
+
     def span(value: int, rows: int, what: str) -> dict:
         return {"value": value, "why": f"largest 32 * 2^k <= {MAX_SPAN} positions whose {what} ({rows} B per "
-                f"position: {_kib(value * rows)}) fit half of L2 ({_kib(half_l2)})"}
+                f"position: {_kib(value * rows)}) fit half of L2 ({_kib(half_l2)}), but whose rows weigh at "
+                f"least 8 times the kept state ({_kib(state)})"}
 
     def ahead(value: int, rows: int) -> dict:
         return {"value": value, "why": f"most chunks up to {MAX_PREFETCH} whose rows ({_kib(CHUNK * rows)} per chunk) "

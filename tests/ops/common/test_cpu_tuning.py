@@ -39,12 +39,13 @@ def compiled_op() -> None:
 
 
 # The rule at C = M = 64, fp32 (1280 B per position of the causal backward's rows, 1028 of the decayed one's;
-# chunks of 32 positions): span = largest 32 * 2^k <= 1024 with span * row bytes <= L2 / 2; prefetch = chunks
+# chunks of 32 positions): span = largest 32 * 2^k <= 1024 with span * row bytes <= L2 / 2, but at least the
+# span whose rows weigh 8 times the 16 KiB kept state (128 positions); prefetch = chunks
 # up to 4 whose rows fit L2 / 2 (24 KiB per forward chunk, 40 KiB per causal backward one, 32.1 KiB decayed);
 # streamed gradients from 4 x L2; the delta rule's kept copies streamed from L2 / 2.
 RULE_AT_64 = {
     # l1,l2,l3 KiB: causal span, fwd / bwd prefetch, decayed span, decayed prefetch
-    "32,256,8192": (64, 4, 3, 64, 3),  # an older Intel client core
+    "32,256,8192": (128, 4, 3, 128, 3),  # an older Intel client core (half of L2 alone: 64)
     "32,512,16384": (128, 4, 4, 128, 4),  # Zen 2 / Zen 3
     "32,1024,32768": (256, 4, 4, 256, 4),  # Zen 4, the machine the constants were first tuned on
     "48,2048,32768": (512, 4, 4, 512, 4),  # an Intel server core (Sapphire Rapids)
@@ -67,13 +68,17 @@ def test_choices_follow_the_caches(monkeypatch, caches):
 
 def test_wider_rows_and_smaller_caches_give_shorter_spans(monkeypatch):
     monkeypatch.setenv("LINTF_CPU_CACHE_KB", "32,1024,32768")
-    assert tuning_values(128, 128, 4)["causal_span"] == 128  # 2560 B per position: 256 would be 640 KiB
+    # 2560 B per position: half of L2 allows 128, but 128 rows weigh only 5 times the 64 KiB state
+    assert tuning_values(128, 128, 4)["causal_span"] == 256
     assert tuning_values(32, 32, 4)["causal_span"] == 512
-    assert tuning_values(64, 64, 8)["causal_span"] == 128  # fp64 rows weigh twice as much
+    assert tuning_values(64, 64, 8)["causal_span"] == 128  # fp64: rows twice as heavy, the state too
+    monkeypatch.setenv("LINTF_CPU_CACHE_KB", "32,256,8192")
+    assert tuning_values(64, 64, 4)["causal_span"] == 128 and tuning_values(16, 16, 4)["causal_span"] == 256
+    monkeypatch.setenv("LINTF_CPU_CACHE_KB", "32,1024,32768")
     assert kept_state_span("causal", 64, 64, 2) == kept_state_span("causal", 64, 64, 4) == 256  # bf16 counts as fp32
     assert cpu_tuning(64, 64, torch.bfloat16)["kernels"]["causal_product"]["kept_state_span"]["value"] == 256
     monkeypatch.setenv("LINTF_CPU_CACHE_KB", "1,1,0")  # nothing fits: the least of everything
-    chosen = tuning_values(64, 64, 4)
+    chosen = tuning_values(8, 8, 4)
     assert (chosen["causal_span"], chosen["causal_forward_prefetch"], chosen["decayed_span"]) == (32, 1, 32)
     monkeypatch.setenv("LINTF_CPU_CACHE_KB", "64,1048576,0")  # 1 GiB of L2: capped
     chosen = tuning_values(64, 64, 4)
