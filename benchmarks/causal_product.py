@@ -48,6 +48,7 @@ import torch.nn.functional as F
 from lintf.ops import (LinearAttentionState, causal_linear_attention, compiled_op_available, cpu_output_cache_stats,
                        cpu_vector_path, cpu_vector_paths)
 from lintf.ops.causal.chunked import causal_linear_attention_pytorch
+from lintf.ops.common.tuning import cpu_tuning, tuning_lines
 
 from benchmarks.measure import (environment_variable, peak_extra_mb, positive_int, run_isolated,
                                 seconds_per_thread_count)
@@ -383,9 +384,10 @@ def main() -> None:
         else "fast-transformers not installed (its setup.py needs a CUDA toolkit on PATH or a patched build)"
     text = [
         "# Causal product benchmark\n\n",
-        f"`python -m benchmarks.causal_product` (torch {torch.__version__}, {ft}).\n\n",
-        f"- CPU: {cpu_model()}, {os.cpu_count()} logical cores\n",
-        f"- vector path of the op: {cpu_vector_path()} (this CPU runs: {', '.join(cpu_vector_paths())})\n",
+        (f"`python -m benchmarks.causal_product{''.join(' ' + a for a in sys.argv[1:])}` (torch {torch.__version__}, "
+         f"{ft}).\n\n"),
+        f"- {os.cpu_count()} logical cores; the op's vector path in this run: {cpu_vector_path()}\n",
+        *(line + "\n" for line in tuning_lines(cpu_tuning(DIM, DIM, torch.float32))),
         f"- output cache of the op: bound {cache_mb} MB at the end of the run ({cache_bound}; freed outputs' "
         "buffers are reused; the memory columns are measured with it off, LINTF_CPU_OUTPUT_CACHE_MB=0)\n",
         f"- load average (1 min) before / after the timings: {load_before:.2f} / {load_after:.2f}\n",

@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +32,8 @@ from pathlib import Path
 import torch
 
 from lintf.ops import cpu_vector_paths, decayed_dot_product
-from lintf.ops.decayed.compiled import STATE_SPACING, serves
+from lintf.ops.common.tuning import cpu_tuning, kept_state_span, tuning_lines
+from lintf.ops.decayed.compiled import serves
 
 from benchmarks.causal_product import cpu_model, matmul_gflops
 from benchmarks.measure import environment_variable, median_seconds, peak_extra_mb, release_freed_memory_eagerly
@@ -125,12 +127,14 @@ def report(rows: list[dict], repeats: int, peaks: tuple[float, float], load: tup
     lines = [
         "# Decayed causal product benchmark",
         "",
-        "`python -m benchmarks.decayed_product`",
+        f"`python -m benchmarks.decayed_product{''.join(' ' + a for a in sys.argv[1:])}`",
+        "",
+        *tuning_lines(cpu_tuning(DIM, DIM, torch.float32)),
         "",
         f"torch {torch.__version__}; CPU: {cpu_model()}; vector paths: {', '.join(cpu_vector_paths())}; 1 thread.",
         f"B=1, H={HEADS}, C=M={DIM}, fp32, log_decay in [-0.1, 0]; median of {repeats} calls after a warm-up call,",
         "the two backward modes' calls alternating. `op <path> <mode>`: the compiled op on that vector path with",
-        f"LINTF_CPU_BACKWARD=<mode> (stored: a state kept every {STATE_SPACING} positions); `pytorch`: the PyTorch",
+        f"LINTF_CPU_BACKWARD=<mode> (stored: a state kept every {kept_state_span('decayed', DIM, DIM, 4)} positions); `pytorch`: the PyTorch",
         "chunked path (LINTF_EXTENSION=off). % peak: 4NCM (forward) and 12NCM (forward+backward) flops per head",
         f"against the one-thread fp32 matmul peak, {max(peaks):.1f} GFLOP/s (before / after the op: "
         f"{peaks[0]:.1f} / {peaks[1]:.1f}).",

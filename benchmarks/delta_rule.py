@@ -40,10 +40,11 @@ import torch
 import torch.nn.functional as F
 
 from lintf.ops import causal_dot_product, cpu_vector_path, delta_rule, gated_linear_attention
+from lintf.ops.common.tuning import cpu_tuning, tuning_lines
 from lintf.ops.delta import compiled as delta_compiled
 from lintf.ops.gla import compiled as gla_compiled
 
-from benchmarks.causal_product import cpu_model
+from benchmarks.causal_product import cpu_model, matmul_gflops
 from benchmarks.measure import (environment_variable, median_seconds, peak_extra_mb, positive_int,
                                 release_freed_memory_eagerly, write_report)
 
@@ -197,8 +198,20 @@ def targets(rows: list[Row]) -> list[str]:
     return lines
 
 
+def cpu_lines(dims: list[int]) -> list[str]:
+    """The CPU, its caches, vector units and the compiled ops' choices at each C = M (``lintf.ops.common.tuning``)."""
+    lines = []
+    for dim in dims:
+        report = cpu_tuning(dim, dim, torch.float32)
+        if report is not None:
+            described = tuning_lines(report)
+            lines += described[2:] if lines else described
+    return lines
+
+
 def report(
-    rows: list[Row], splits: list[Row], command: str, args: argparse.Namespace, load: tuple[float, float]
+    rows: list[Row], splits: list[Row], command: str, args: argparse.Namespace, load: tuple[float, float],
+    peaks: tuple[float, float],
 ) -> list[str]:
     lines = [
         "# Delta rule and GLA benchmark (CPU)",
@@ -211,6 +224,10 @@ def report(
         "chunked PyTorch path (LINTF_EXTENSION=off); fla: flash-linear-attention's PyTorch references on the CPU.",
         "MB: peak extra resident memory of one fwd+bwd call. Every row ran in this one process, one after another.",
         f"Load average (1 min) before / after: {load[0]:.2f} / {load[1]:.2f} on {os.cpu_count()} cores.",
+        (f"fp32 matmul (2048^2, 1 thread, fastest of 7 calls) before / after the timings: {peaks[0]:.1f} / "
+         f"{peaks[1]:.1f} GFLOP/s."),
+        "",
+        *cpu_lines(args.dims),
         "",
         *targets(rows),
         *split_lines(splits, args.split_repeats),
@@ -244,6 +261,7 @@ def main() -> None:
     release_freed_memory_eagerly()
     torch.manual_seed(0)
     load_before = os.getloadavg()[0]
+    peak_before = matmul_gflops(1)
     rows = run_benchmark(args.lengths, args.dims, args.threads, args)
     splits = []
     if args.split_repeats > 0 and delta_compiled.serves(CPU):
@@ -251,8 +269,9 @@ def main() -> None:
         splits = [split_ratio(max(args.lengths), dim, args.split_repeats) for dim in args.dims]
         print(splits, flush=True)
     command = " ".join(["python -m benchmarks.delta_rule", *sys.argv[1:]])
-    lines = report(rows, splits, command, args, (load_before, os.getloadavg()[0]))
-    write_report(args.out, "delta_rule", lines, {"rows": rows, "split": splits})
+    peaks = (peak_before, matmul_gflops(1))
+    lines = report(rows, splits, command, args, (load_before, os.getloadavg()[0]), peaks)
+    write_report(args.out, "delta_rule", lines, {"rows": rows, "split": splits, "matmul_gflops": peaks})
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ struct Args : cpu::StateArgs<scalar_t, T> {
   T* chunk_states = nullptr;      // forward: written; backward: read; null: none kept
   int64_t state_spacing = 0;      // positions between the chunk states, a multiple of kChunk
   bool stream_gradients = false;  // backward: dq, dk, dv written past the caches
+  int64_t prefetch_chunks = 4;    // how far ahead the sweeps prefetch (common/cpu/tuning.h)
 };
 
 using Path = cpu::HeadPath<Args>;

@@ -39,6 +39,7 @@ struct Args : cpu::StateArgs<scalar_t, T> {
   const T* log_decay = nullptr;  // null: no decay
   T scale = 1;
   T *d_beta = nullptr, *d_log_decay = nullptr;
+  int64_t streamed_kept_bytes = 0;  // backward: a head's kept copies from this size on are streamed (common/cpu/tuning.h)
 };
 
 using Path = cpu::HeadPath<Args>;

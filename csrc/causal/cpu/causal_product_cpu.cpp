@@ -5,6 +5,7 @@
 #include "causal/causal_product.h"
 #include "causal/cpu/parallel.h"
 #include "common/cpu/output.h"
+#include "common/cpu/tuning.h"
 
 #include <ATen/Dispatch.h>
 
@@ -18,12 +19,12 @@ using cpu::Args;
 using cpu::Dims;
 using cpu::output;
 
-// Gradients (dq, dk, dv) from this size on are written with streaming stores (cpu::write_row):
-// larger than a core's L2, they leave the caches before anyone reads them, and the backward, which
-// reads five inputs while writing three outputs, measured 8-11% faster without the line fetches of
-// plain stores (B=1, H=8, N=16384, 1 and 2 threads). The forward's one output measured no faster
-// streamed (2 threads: slower), so it is stored plainly and may stay cached for its consumer.
-constexpr size_t kStreamedOutputBytes = size_t(4) << 20;
+// Gradients (dq, dk, dv) from cpu::streamed_bytes on (4 x L2, common/cpu/tuning.h) are written with
+// streaming stores (cpu::write_row): many times a core's L2, they leave the caches before anyone
+// reads them, and the backward, which reads five inputs while writing three outputs, measured 8-11%
+// faster without the line fetches of plain stores (B=1, H=8, N=16384, 1 and 2 threads). The
+// forward's one output measured no faster streamed (2 threads: slower), so it is stored plainly and
+// may stay cached for its consumer.
 
 template <typename T>
 Dims dims_of(const cpu::VectorPath& path, const at::Tensor& q, const at::Tensor& v) {
@@ -123,6 +124,8 @@ KeptForwardResult causal_product_cpu(const at::Tensor& q, const at::Tensor& k, c
     a.kv0 = data_or_null<T>(kv0), a.z0 = data_or_null<T>(z0);
     a.state_kv = kv_final.data_ptr<T>(), a.state_z = z_final.data_ptr<T>();
     if (states_every > 0) a.span_states = kept.data_ptr<T>(), a.span_chunks = states_every / cpu::kChunk;
+    const auto row_bytes = cpu::causal_forward_row_bytes(q.size(3), v.size(3), vc.element_size());
+    a.prefetch_chunks = cpu::prefetch_chunks(cpu::kChunk * row_bytes, cpu::cache_sizes());
     schedule::run_forward(path, dims_of<T>(path, qc, vc), a);
   });
   return {out, den, kv_final, z_final, kept};
@@ -176,7 +179,10 @@ BackwardResult causal_product_backward_cpu(const at::Tensor& grad_out, const at:
     a.gz = normalize ? saved_gz.data_ptr<T>() : nullptr;
     a.dq = dq.data_ptr<scalar_t>(), a.dk = dk.data_ptr<scalar_t>(), a.dv = dv.data_ptr<scalar_t>();
     a.normalize = normalize;
-    a.stream_outputs = dq.nbytes() >= kStreamedOutputBytes;
+    const cpu::CacheSizes caches = cpu::cache_sizes();
+    a.stream_outputs = static_cast<int64_t>(dq.nbytes()) >= cpu::streamed_bytes(caches);
+    const auto row_bytes = cpu::causal_backward_row_bytes(q.size(3), v.size(3), vc.element_size());
+    a.prefetch_chunks = cpu::prefetch_chunks(cpu::kChunk * row_bytes, caches);
     a.kv0 = data_or_null<T>(kv0), a.z0 = data_or_null<T>(z0);
     a.grad_kv = data_or_null<T>(gkv), a.grad_z = data_or_null<T>(gz);
     a.state_kv = dkv0.data_ptr<T>(), a.state_z = dz0.data_ptr<T>();

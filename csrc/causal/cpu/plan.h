@@ -31,6 +31,7 @@ struct Args {
   T eps = 0;
   bool normalize = false;
   bool stream_outputs = false;  // backward: gradients too large for the caches, streamed past them
+  int64_t prefetch_chunks = 4;  // how far ahead the sweeps prefetch (common/cpu/tuning.h)
   // The state entering every span of span_chunks chunks, (heads, spans) of (kv (C x M), z (C)):
   // written by the forward when not null, read by the backward's `spans` sweep.
   T* span_states = nullptr;

@@ -87,7 +87,7 @@ void forward_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int6
   const T* q = pack_rows(a.q, d, head, t0, d.c, d.cp, w.q);
   const T* k = pack_rows(a.k, d, head, t0, d.c, d.cp, w.k);
   const T* v = pack_rows(a.v, d, head, t0, d.m, d.mp, w.v);
-  prefetch_chunk(d, a, head, t0 + 4 * kChunk, kQ | kK | kV, w.ahead);
+  prefetch_chunk(d, a, head, t0 + a.prefetch_chunks * kChunk, kQ | kK | kV, w.ahead);
   T *z = s + d.cp * d.mp, *num = w.rows;
   tile::recurrence<T>(rows, false, q, k, d.cp, v, d.mp, s, num, &w.ahead);
   for (int64_t r = 0; r < rows; ++r) {
@@ -173,7 +173,7 @@ template <typename scalar_t, typename T>
 void dq(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t first, int64_t last, T* state) {
   Workspace<T> w(d);
   for (int64_t chunk = first; chunk < last; ++chunk) {
-    dq_chunk(d, a, head, chunk * kChunk, (chunk + 4) * kChunk, w, state);
+    dq_chunk(d, a, head, chunk * kChunk, (chunk + a.prefetch_chunks) * kChunk, w, state);
   }
   tile::fence();
 }
@@ -184,7 +184,7 @@ void dkdv(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t first
   const unsigned reads = kQ | kK | kV | kGrad | (a.gz == nullptr ? kOut : 0);
   if constexpr (!tile::kMerged<T>) cpu::transpose(state, d.cp, d.mp, w.state_t);  // R^T, for dk
   for (int64_t chunk = last - 1; chunk >= first; --chunk) {
-    dkdv_chunk(d, a, head, chunk * kChunk, (chunk - 4) * kChunk, reads, w, state);
+    dkdv_chunk(d, a, head, chunk * kChunk, (chunk - a.prefetch_chunks) * kChunk, reads, w, state);
   }
   tile::fence();
 }
@@ -221,7 +221,7 @@ void totals(const Dims& d, const Args<scalar_t, T>& a, StateKind kind, int64_t h
   Workspace<T> w(d);
   for (int64_t t0 = first * kChunk; t0 < std::min(d.n, last * kChunk); t0 += kChunk) {
     const int64_t rows = std::min(kChunk, d.n - t0);
-    prefetch_chunk(d, a, head, t0 + 4 * kChunk, kind == StateKind::kQueryGrad ? kQ | kGrad : kK | kV, w.ahead);
+    prefetch_chunk(d, a, head, t0 + a.prefetch_chunks * kChunk, kind == StateKind::kQueryGrad ? kQ | kGrad : kK | kV, w.ahead);
     if (kind == StateKind::kQueryGrad) {
       const T* q = cpu::pack(rows_of(a.q, d, head, t0, d.c), rows, d.c, d.cp, w.q, w.qt);
       const T* g = pack_grad(d, a, head, t0, w, Gz::kFromOut);

@@ -69,8 +69,8 @@ void backward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
     load_state(start, d, true, w.state);
     for (int64_t chunk = first; chunk < last; ++chunk) {
       // Prefetches rows of this span only: the chunks after it are done, and the dk, dv sweep of the
-      // span after it (run just before) asked for its first kPrefetchChunks chunks.
-      const int64_t ahead = chunk + kPrefetchChunks;
+      // span after it (run just before) asked for its first a.prefetch_chunks chunks.
+      const int64_t ahead = chunk + a.prefetch_chunks;
       dq_chunk(d, a, head, chunk * kChunk, ahead < last ? ahead * kChunk : -1, w);
     }
     if (last == d.chunks) x = start_reverse(d, a, head, w);

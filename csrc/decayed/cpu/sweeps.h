@@ -209,14 +209,11 @@ void prefetch_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int
   w.ahead.start();
 }
 
-// How many chunks ahead a sweep prefetches.
-constexpr int64_t kPrefetchChunks = 4;
-
 // out = the chunk's outputs, S = the state after it.
 template <typename scalar_t, typename T>
 void forward_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, Workspace<T>& w) {
   const Chunk<T> chunk = load_chunk(d, a, head, t0, w);
-  prefetch_chunk(d, a, head, t0 + kPrefetchChunks * kChunk, w);
+  prefetch_chunk(d, a, head, t0 + a.prefetch_chunks * kChunk, w);
   decayed_recurrence(chunk.q, chunk.k, d.cp, chunk.v, d.mp, w.state, w.out_m, w.qs, w.ks, w);
   store(w.out_m, chunk.rows, d.m, d.mp, rows_of(a.out, d, head, t0, d.m));
   w.ahead.drain();
@@ -264,7 +261,7 @@ void reverse_segment(const Dims& d, const Segment<T>& s, const Chunk<T>& chunk, 
 template <typename scalar_t, typename T>
 T dkdv_chunk(const Dims& d, const Args<scalar_t, T>& a, int64_t head, int64_t t0, T x, Workspace<T>& w) {
   const Chunk<T> chunk = load_chunk(d, a, head, t0, w);
-  prefetch_chunk(d, a, head, t0 - kPrefetchChunks * kChunk, w);
+  prefetch_chunk(d, a, head, t0 - a.prefetch_chunks * kChunk, w);
   for (int64_t i = w.segment_count - 1; i >= 0; --i) reverse_segment(d, w.segments[i], chunk, w);
   T* gradient = rows_of(a.d_log_decay, d, head, t0, 1);  // holds p_t from the dq sweep
   for (int64_t t = chunk.rows - 1; t >= 0; --t) {

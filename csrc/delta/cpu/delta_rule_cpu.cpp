@@ -4,6 +4,7 @@
 // op with one state per head shares are common/cpu/state_call.h. The Python side (fake, autograd and
 // autocast rules) is lintf/ops/delta/compiled.py.
 #include "common/cpu/state_call.h"
+#include "common/cpu/tuning.h"
 #include "delta/delta_rule.h"
 
 #include <torch/library.h>
@@ -65,10 +66,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
   const struct Release {
     ~Release() { release_kept(); }  // the heads' kept memory, also when a head throws
   } release;
+  const int64_t streamed_kept = cpu::streamed_kept_bytes(cpu::cache_sizes());
   cpu::run_heads(selected_path(), call, [&](auto& a) {
     cpu::point(a.beta, bc), cpu::point(a.log_decay, lc), cpu::point(a.d_beta, d_beta);
     cpu::point(a.d_log_decay, lc.defined() ? d_log_decay : at::Tensor());
     a.scale = scale;
+    a.streamed_kept_bytes = streamed_kept;
   });
   return {call.dq, call.dk, call.dv, d_beta, d_log_decay, call.state_out};
 }

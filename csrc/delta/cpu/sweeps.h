@@ -156,11 +156,12 @@ void forward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
   save_state(state.data(), d, state_of(a.state_out, d, head));
 }
 
-// dst = src (n elements, both vector-aligned) by streaming stores: the kept states are written once
-// and read back only by the reverse sweep, so they neither need their lines read first nor a place in
-// the caches.
+// dst = src (n elements, both vector-aligned). Streamed when a head's kept copies are too large for L2
+// (a.streamed_kept_bytes): written once and read back only by the reverse sweep, they then neither need
+// their lines read first nor a place in the caches; smaller ones stay cached for the reverse sweep.
 template <typename T>
-void keep(const T* src, int64_t n, T* dst) {
+void keep(const T* src, int64_t n, T* dst, bool streamed) {
+  if (!streamed) return void(std::copy(src, src + n, dst));
   for (int64_t i = 0; i < n; i += tile::kWidth<T>) tile::stream<T>(dst + i, tile::load<T>(src + i));
 }
 
@@ -170,10 +171,11 @@ template <typename scalar_t, typename T>
 void backward_head(const Dims& d, const Args<scalar_t, T>& a, int64_t head) {
   Workspace<T> w(d);
   Kept<T> kept(d.chunks, d.cp * d.mp, L * d.mp, L * L);
+  const bool streamed = d.chunks * (d.cp * d.mp + L * d.mp + 2 * L * L) * int64_t(sizeof(T)) >= a.streamed_kept_bytes;
   cpu::AlignedBuffer<T> state(d.cp * d.mp), grad_state(d.cp * d.mp);
   load_state(state_of(a.state0, d, head), d, state.data());
   for (int64_t chunk = 0; chunk < d.chunks; ++chunk) {
-    keep(state.data(), d.cp * d.mp, kept.state(chunk));
+    keep(state.data(), d.cp * d.mp, kept.state(chunk), streamed);
     w.h = kept.h(chunk), w.tinv = kept.tinv(chunk), w.x = kept.x(chunk);  // prepare, updates write there
     prepare(d, a, head, chunk * L, w);
     updates(d, a, head, chunk * L, state.data(), w);

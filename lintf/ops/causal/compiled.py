@@ -36,10 +36,17 @@ from lintf.ops.common import compiled_op
 from lintf.ops.common.backward_mode import keeps_states_for_cpu_backward
 from lintf.ops.common.dtypes import accumulation_dtype
 from lintf.ops.common.recorded_gradients import recorded_gradients
+from lintf.ops.common.tuning import kept_state_span
 
-# Positions between the states a CPU forward keeps for its backward: a multiple of the sweeps' 32-position
-# chunks. At C = M = 64 the states take 1/12 of q, k and v's bytes, within LINTF_CPU_BACKWARD=auto's 1/8.
-STATES_EVERY = 256
+# Positions between the states a CPU forward keeps for its backward, a multiple of the sweeps' 32-position
+# chunks. None: chosen by the CPU's L2 (lintf.ops.common.tuning.kept_state_span; 256 at C = M = 64, fp32, with
+# 1 MiB of L2, where the states take 1/12 of q, k and v's bytes, within LINTF_CPU_BACKWARD=auto's 1/8).
+STATES_EVERY: int | None = None
+
+
+def span_of(q: Tensor, v: Tensor) -> int:
+    """Positions between kept states for these inputs: STATES_EVERY, else the CPU's choice."""
+    return STATES_EVERY or kept_state_span("causal", q.shape[-1], v.shape[-1], v.element_size())
 
 
 @torch.compiler.assume_constant_result
@@ -49,9 +56,9 @@ def serves(device_type: str) -> bool:
 
 
 def kept_state_bytes(q: Tensor, v: Tensor) -> int:
-    """Bytes of the states a CPU forward keeps for its backward, one per STATES_EVERY positions (every head)."""
+    """Bytes of the states a CPU forward keeps for its backward, one per ``span_of`` positions (every head)."""
     batch, heads, length, features = q.shape
-    spans = -(-length // STATES_EVERY)
+    spans = -(-length // span_of(q, v))
     itemsize = torch.empty((), dtype=accumulation_dtype(v.dtype)).element_size()
     return batch * heads * spans * features * (v.shape[-1] + 1) * itemsize
 
@@ -61,7 +68,7 @@ def states_every(q: Tensor, k: Tensor, v: Tensor, initial_state: LinearAttention
     and ``keeps_states_for_cpu_backward`` (``LINTF_CPU_BACKWARD``) wants them."""
     tensors = (q, k, v) if initial_state is None else (q, k, v, *initial_state)
     input_bytes = sum(t.numel() * t.element_size() for t in (q, k, v))
-    return STATES_EVERY if keeps_states_for_cpu_backward(tensors, kept_state_bytes(q, v), input_bytes) else 0
+    return span_of(q, v) if keeps_states_for_cpu_backward(tensors, kept_state_bytes(q, v), input_bytes) else 0
 
 
 def causal_product(

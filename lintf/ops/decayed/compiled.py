@@ -15,8 +15,8 @@ for fp64 inputs). The first backward runs the compiled ``decayed_product_backwar
 that records a graph of its own (``create_graph=True``) differentiates the pure-PyTorch chunked
 path instead. When a CPU backward will follow and ``LINTF_CPU_BACKWARD`` is ``stored``
 (``lintf.ops.common.backward_mode``; ``auto`` keeps none, see AUTO_STATE_SHARE), the forward keeps
-the state entering every span of ``STATE_SPACING`` positions, (B, H, ceil(N / STATE_SPACING), C, M), and the backward starts each
-span from its state; otherwise (and always on CUDA, whose backward recomputes its chunk states
+the state entering every span of ``spacing_of`` positions (by the CPU's L2), (B, H, ceil(N / spacing), C, M), and the
+backward starts each span from its state; otherwise (and always on CUDA, whose backward recomputes its chunk states
 itself) state_spacing is 0 and the backward's memory does not grow with N. The extension runs
 ``register_python_parts`` once the library is loaded (``on_load``, below).
 """
@@ -31,11 +31,18 @@ from lintf.ops.common.backward_mode import keeps_states_for_cpu_backward
 from lintf.ops.common import compiled_op
 from lintf.ops.common.compiled_op import fake_state
 from lintf.ops.common.recorded_gradients import recorded_gradients
+from lintf.ops.common.tuning import kept_state_span
 from lintf.ops.decayed.chunked import DEFAULT_CHUNK_SIZE, decayed_product_chunked
 
-# Positions between kept states. Per position they take C M / STATE_SPACING elements against the
-# 2C + M + 1 of q, k, v and log_decay: 1/12 at C = M = 64 in fp32.
-STATE_SPACING = 256
+# Positions between kept states; None: chosen by the CPU's L2 (lintf.ops.common.tuning.kept_state_span; 256 at
+# C = M = 64, fp32, with 1 MiB of L2). Per position they take C M / spacing elements against the 2C + M + 1 of
+# q, k, v and log_decay: 1/12 at C = M = 64 in fp32 with 256.
+STATE_SPACING: int | None = None
+
+
+def spacing_of(q: Tensor, v: Tensor) -> int:
+    """Positions between kept states for these inputs: STATE_SPACING, else the CPU's choice."""
+    return STATE_SPACING or kept_state_span("decayed", q.shape[-1], v.shape[-1], v.element_size())
 # The share of the inputs' bytes up to which LINTF_CPU_BACKWARD=auto keeps chunk states: none. The dq sweep
 # rebuilds S position by position whatever state it starts from, so kept states only spare the backward a
 # second read of the inputs, which its prefetch hides; keeping and loading them made forward+backward 4-6%
@@ -53,7 +60,7 @@ def decayed_product(
     q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initial_state: Tensor | None
 ) -> tuple[Tensor, Tensor]:
     """Run the compiled op on validated inputs (log_decay, initial_state in the accumulation dtype): out, S_N."""
-    spacing = STATE_SPACING if keeps_chunk_states(q, k, v, log_decay, initial_state) else 0
+    spacing = spacing_of(q, v) if keeps_chunk_states(q, k, v, log_decay, initial_state) else 0
     out, final_state, _ = torch.ops.lintf.decayed_product(q, k, v, log_decay, initial_state, spacing)
     return out, final_state
 
@@ -62,7 +69,7 @@ def keeps_chunk_states(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, initi
     """Whether the forward keeps its chunk states: a CPU backward will follow and LINTF_CPU_BACKWARD is ``stored``
     (``auto`` keeps none here: AUTO_STATE_SHARE)."""
     batch, heads, length, features = q.shape
-    spans = -(-length // STATE_SPACING)
+    spans = -(-length // spacing_of(q, v))
     state_bytes = batch * heads * spans * features * v.shape[-1] * log_decay.element_size()
     input_bytes = sum(t.numel() * t.element_size() for t in (q, k, v, log_decay))
     return keeps_states_for_cpu_backward((q, k, v, log_decay, initial_state), state_bytes, input_bytes,

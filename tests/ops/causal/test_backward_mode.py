@@ -23,18 +23,21 @@ def qkv(n: int, c: int, m: int, requires_grad: bool = True) -> list[torch.Tensor
 
 @pytest.mark.parametrize("c, m, kept", [(64, 64, True), (32, 32, True), (128, 128, False)])
 def test_auto_keeps_states_within_an_eighth_of_the_inputs(c, m, kept, monkeypatch):
-    """One state of C * (M + 1) numbers per 256 positions against 256 * (2C + M) input numbers."""
+    """One state of C * (M + 1) numbers per span against span * (2C + M) input numbers, with a 1 MiB L2: spans of
+    256 positions at C = M = 64, 512 at 32, 128 at 128."""
     monkeypatch.delenv("LINTF_CPU_BACKWARD", raising=False)
+    monkeypatch.setenv("LINTF_CPU_CACHE_KB", "32,1024,32768")
     q, k, v = qkv(512, c, m)
     share = compiled.kept_state_bytes(q, v) / sum(t.numel() * t.element_size() for t in (q, k, v))
     assert (share <= 1 / 8) == kept
-    assert compiled.states_every(q, k, v, None) == (compiled.STATES_EVERY if kept else 0)
+    assert compiled.states_every(q, k, v, None) == (compiled.span_of(q, v) if kept else 0)
 
 
-@pytest.mark.parametrize("mode, every", [("stored", compiled.STATES_EVERY), ("recompute", 0)])
-def test_forced_modes_ignore_the_budget(mode, every, monkeypatch):
+@pytest.mark.parametrize("mode", ["stored", "recompute"])
+def test_forced_modes_ignore_the_budget(mode, monkeypatch):
     monkeypatch.setenv("LINTF_CPU_BACKWARD", mode)
-    assert compiled.states_every(*qkv(512, 128, 128), None) == every
+    q, k, v = qkv(512, 128, 128)
+    assert compiled.states_every(q, k, v, None) == (compiled.span_of(q, v) if mode == "stored" else 0)
 
 
 def test_no_states_are_kept_without_a_backward(monkeypatch):
