@@ -54,6 +54,7 @@ from lintf.data import AssociativeRecallData
 from lintf.models import EncoderConfig
 from lintf.registry import ATTENTIONS
 from lintf.tasks import AssociativeRecallTask
+from lintf.tasks.associative_recall import ANSWER_LAYOUTS
 
 from benchmarks.measure import write_report, write_whole
 
@@ -125,6 +126,7 @@ def train_length(attention: str, length: int, pairs: list[int], args: argparse.N
         optimizer=partial(torch.optim.AdamW, lr=lr, weight_decay=args.weight_decay),
         lr_scheduler=partial(torch.optim.lr_scheduler.OneCycleLR, max_lr=lr, total_steps=args.steps,
                              pct_start=0.1),
+        answers=args.answers,
     )
     torch.nn.init.normal_(model.token_embedding.weight, std=args.embedding_std)
     final = FinalLoss()
@@ -231,6 +233,8 @@ def report(results: dict, settings: dict) -> list[str]:
     many = len(rates) > 1
     rates = " / ".join(f"{rate:g}" for rate in rates)
     embedding = f"; token embeddings drawn with std {settings.get('embedding_std', 1.0)}"
+    answers = {"hidden": "; the value after each query blanked in the input (Zoology's layout)",
+               "shown": "; the value after each query shown in the input"}[settings.get("answers", "shown")]
     lines = [
         "# Multi-query associative recall (MQAR)", "",
         f"`{command_of(settings)}` on {hardware}: {settings['d_model']}-wide, {settings['n_layers']}-layer models "
@@ -238,7 +242,7 @@ def report(results: dict, settings: dict) -> list[str]:
         f"{settings['batch_tokens']} tokens on a mixture of the pair counts P of its N (AdamW, one-cycle peak lr "
         f"{rates}{', the best per column and N by mean accuracy on the same held-out sequences' if many else ''}; "
         f"weight decay {settings.get('weight_decay', 0.01)}; seed {settings['seed']}; {settings['n_keys']} key and "
-        f"{settings['n_values']} value tokens{embedding}). Share of queried values recalled on "
+        f"{settings['n_values']} value tokens{embedding}{answers}). Share of queried values recalled on "
         f"{settings['test_size']} held-out sequences of each (N, P) (chance: 1/{settings['n_values']}). A column "
         "`NAME+recipe` is the attention's layer recipe (`encoder.layer: recipe`); `A,B` is a hybrid stack of that "
         "pattern.", "",
@@ -285,6 +289,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--weight-decay", type=float, default=0.01, help="AdamW's weight decay")
     parser.add_argument("--embedding-std", type=float, default=0.02, help="initial std of the token embeddings: "
                         "0.02 puts them on the scale of the learned position codes; 1 is the task's own N(0, 1)")
+    parser.add_argument("--answers", choices=ANSWER_LAYOUTS, default="hidden", help="hidden: the value after each "
+                        "query is blanked in what the model reads (Zoology's layout); shown: it stands in the input, "
+                        "so picking a value not yet asked for scores about half at 4 pairs")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--accelerator", default="cpu", help="Lightning's accelerator: cpu, gpu, auto")
     parser.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK}")

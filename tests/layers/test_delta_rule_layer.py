@@ -176,4 +176,5 @@ def test_a_recipe_layer_refuses_to_split_a_sequence_across_ranks():
 def test_the_registry_lists_the_recipes():
     import lintf
 
-    assert lintf.list_layers() == ["delta_net", "gated_delta_net", "gated_linear", "gla", "linear", "retention"]
+    assert lintf.list_layers() == ["delta_net", "gated_delta_net", "gated_linear", "gla", "linear", "retention",
+                                   "softmax"]
