@@ -2,16 +2,17 @@
 
 For each position x_t (d_model), with H heads of width D:
 
-    q, k, v = conv(W_q x), conv(W_k x), conv(W_v x)   (causal depthwise, K positions; optional, off by default)
+    q, k, v = conv(W_q x), conv(W_k x), conv(W_v x)   (causal depthwise, K = 4 positions by default; optional)
     q, k    = R_t RMSNorm(q), R_t RMSNorm(k)          (per head; R_t: rotary codes of position t)
     o_t     = sum_{j <= t} softmax_j(D^-1/2 q_t . k_j) v_j
     y_t     = W_o [o_t * sigmoid(W_g x_t)]            (output gate; optional, on by default)
 
-as the gated attention layers of Qwen3-Next (q/k RMSNorm, rotary codes, a sigmoid output gate).
-The rotary codes pair the halves of each head (RoFormer's layout, base 10000, as
-``lintf.layers.retention``), so q_t . k_j depends on t - j only: a head that reads the previous
-token is a fixed pattern of q and k. Zoology's attention baseline puts a short convolution before
-attention; ``short_conv: 4`` gives it.
+as the gated attention layers of Qwen3-Next (q/k RMSNorm, rotary codes, a sigmoid output gate), with
+the short convolution the other layer recipes have by default (FLA's DeltaNet and Gated DeltaNet) and
+Zoology's attention baseline puts before attention: it hands each position its predecessors, which
+attention otherwise has to learn to look up (``short_conv: null`` gives Qwen3-Next's layer). The
+rotary codes pair the halves of each head (RoFormer's layout, base 10000, as
+``lintf.layers.retention``), so q_t . k_j depends on t - j only.
 
 Position t counts the real tokens before it in its sequence: padded positions take none, and packed
 documents (``cu_seqlens``) start again at 0. The state is the convolutions' last K - 1 inputs and a
@@ -68,7 +69,7 @@ class SoftmaxLayerState(NamedTuple):
 
 @register_layer("softmax")
 class SoftmaxLayer(nn.Module):
-    """Softmax attention with q/k RMSNorm, rotary q/k and a sigmoid output gate (module docstring).
+    """Softmax attention with a short convolution, q/k RMSNorm, rotary q/k and a sigmoid output gate (module docstring).
 
     Args:
         d_model: model width.
@@ -83,7 +84,7 @@ class SoftmaxLayer(nn.Module):
     cache_entries = CACHE_ENTRIES
 
     def __init__(
-        self, d_model: int, n_heads: int, short_conv: int | None = None, rotary_base: float = ROTARY_BASE,
+        self, d_model: int, n_heads: int, short_conv: int | None = 4, rotary_base: float = ROTARY_BASE,
         qk_norm: bool = True, output_gate: bool = True, dropout: float = 0.0,
     ) -> None:
         super().__init__()

@@ -69,8 +69,8 @@ def naive(layer: SoftmaxLayer, x: torch.Tensor) -> torch.Tensor:
     return out @ layer.o_proj.weight.T
 
 
-@pytest.mark.parametrize("options", [{}, {"short_conv": 3}, {"output_gate": False, "qk_norm": False},
-                                     {"rotary_base": 100.0}])
+@pytest.mark.parametrize("options", [{}, {"short_conv": None}, {"short_conv": 3, "output_gate": False,
+                                                                   "qk_norm": False}, {"rotary_base": 100.0}])
 def test_forward_matches_a_naive_reference(options):
     layer = softmax_layer(**options)
     x = torch.randn(2, 9, D_MODEL, dtype=torch.float64)
@@ -80,7 +80,7 @@ def test_forward_matches_a_naive_reference(options):
             torch.testing.assert_close(out[row], naive(layer, x[row]), **TIGHT)
 
 
-@pytest.mark.parametrize("options", [{}, {"short_conv": 4}])
+@pytest.mark.parametrize("options", [{}, {"short_conv": None}])
 def test_a_sequence_split_and_stepped_gives_the_whole(options):
     layer = softmax_layer(**options)
     x = torch.randn(2, 11, D_MODEL, dtype=torch.float64)
