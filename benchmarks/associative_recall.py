@@ -11,11 +11,13 @@ hybrid pattern repeated to ``--n-layers`` (``gated_delta_net+recipe,softmax``). 
 each column trains at each rate and keeps its best, as Zoology sweeps the rate per model.
 
 The token embeddings start at std 0.02 (``--embedding-std``), the scale of the learned position
-codes, as GPT-2 and Zoology initialise both; at the task's own N(0, 1) the position codes are about
-1/50 of each input. Without a short convolution, a model must first learn to look at the previous
-token (from learned absolute position codes) before it can tie a value to its key; until then it
-recalls some value of the sequence not yet asked for (about 0.52 at 4 pairs, since the answers
-stand in the input). ``benchmarks/results/associative_recall.md`` holds what was measured.
+codes, as GPT-2 and Zoology initialise both. By default the model reads the sequences with the value
+after each query blanked (``--answers hidden``, Zoology's layout): with the values shown, a model
+that picks a value of the sequence not yet asked for scores about 0.52 at 4 pairs without tying any
+value to its key. To tie a value to its key a model needs the token before each value; a short
+convolution hands it over (the layer recipes of DeltaNet, Gated DeltaNet and softmax, and Zoology's
+models, have one), while a bare attention must first learn to look one position back, a plateau of
+thousands of steps. ``benchmarks/results/associative_recall.md`` holds what was measured.
 
 Writes under ``--out``:
 
@@ -24,8 +26,9 @@ Writes under ``--out``:
 * ``associative_recall.json``: the settings and, per (N, P), accuracy, and the final training loss and
   training time of the model of that N.
 
-    python -m benchmarks.associative_recall                         # 15 columns x 4 lengths (hours on a CPU)
-    python -m benchmarks.associative_recall --accelerator gpu       # the same on a GPU
+    python -m benchmarks.associative_recall                         # every column at N = 256, 16 pairs
+    python -m benchmarks.associative_recall --lengths 64 128 256 512 --pairs 4 8 16 32 64  # hours on a CPU
+    python -m benchmarks.associative_recall --accelerator gpu       # on a GPU
     python -m benchmarks.associative_recall --attentions linear delta_net --lengths 128 --pairs 8 16
     python -m benchmarks.associative_recall --attentions gla+recipe gated_delta_net+recipe,softmax --lr 1e-3 3e-3
     python -m benchmarks.associative_recall --quick                 # a smoke run of a few seconds per cell
@@ -54,6 +57,7 @@ from lintf.data import AssociativeRecallData
 from lintf.models import EncoderConfig
 from lintf.registry import ATTENTIONS
 from lintf.tasks import AssociativeRecallTask
+from lintf.tasks.associative_recall import ANSWER_LAYOUTS
 
 from benchmarks.measure import write_report, write_whole
 
@@ -125,6 +129,7 @@ def train_length(attention: str, length: int, pairs: list[int], args: argparse.N
         optimizer=partial(torch.optim.AdamW, lr=lr, weight_decay=args.weight_decay),
         lr_scheduler=partial(torch.optim.lr_scheduler.OneCycleLR, max_lr=lr, total_steps=args.steps,
                              pct_start=0.1),
+        answers=args.answers,
     )
     torch.nn.init.normal_(model.token_embedding.weight, std=args.embedding_std)
     final = FinalLoss()
@@ -231,6 +236,8 @@ def report(results: dict, settings: dict) -> list[str]:
     many = len(rates) > 1
     rates = " / ".join(f"{rate:g}" for rate in rates)
     embedding = f"; token embeddings drawn with std {settings.get('embedding_std', 1.0)}"
+    answers = {"hidden": "; the value after each query blanked in the input (Zoology's layout)",
+               "shown": "; the value after each query shown in the input"}[settings.get("answers", "shown")]
     lines = [
         "# Multi-query associative recall (MQAR)", "",
         f"`{command_of(settings)}` on {hardware}: {settings['d_model']}-wide, {settings['n_layers']}-layer models "
@@ -238,7 +245,7 @@ def report(results: dict, settings: dict) -> list[str]:
         f"{settings['batch_tokens']} tokens on a mixture of the pair counts P of its N (AdamW, one-cycle peak lr "
         f"{rates}{', the best per column and N by mean accuracy on the same held-out sequences' if many else ''}; "
         f"weight decay {settings.get('weight_decay', 0.01)}; seed {settings['seed']}; {settings['n_keys']} key and "
-        f"{settings['n_values']} value tokens{embedding}). Share of queried values recalled on "
+        f"{settings['n_values']} value tokens{embedding}{answers}). Share of queried values recalled on "
         f"{settings['test_size']} held-out sequences of each (N, P) (chance: 1/{settings['n_values']}). A column "
         "`NAME+recipe` is the attention's layer recipe (`encoder.layer: recipe`); `A,B` is a hybrid stack of that "
         "pattern.", "",
@@ -270,9 +277,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--attentions", nargs="+", default=COLUMNS_COMPARED, type=check_column,
                         help="columns: an attention, NAME+recipe for its layer recipe, or a hybrid pattern of those "
                         "joined by commas (gated_delta_net+recipe,softmax), repeated to --n-layers")
-    parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 256, 512], help="sequence lengths N")
-    parser.add_argument("--pairs", type=int, nargs="+", default=[4, 8, 16, 32, 64], help="key-value pairs P")
-    parser.add_argument("--steps", type=int, default=4000, help="optimizer steps per attention and N")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[256], help="sequence lengths N")
+    parser.add_argument("--pairs", type=int, nargs="+", default=[16], help="key-value pairs P")
+    parser.add_argument("--steps", type=int, default=1000, help="optimizer steps per attention and N")
     parser.add_argument("--batch-tokens", type=int, default=4096, help="tokens per training batch (sequences: / N)")
     parser.add_argument("--test-size", type=int, default=512, help="held-out sequences per cell")
     parser.add_argument("--n-keys", type=int, default=64, help="key tokens (at least the largest P)")
@@ -285,6 +292,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--weight-decay", type=float, default=0.01, help="AdamW's weight decay")
     parser.add_argument("--embedding-std", type=float, default=0.02, help="initial std of the token embeddings: "
                         "0.02 puts them on the scale of the learned position codes; 1 is the task's own N(0, 1)")
+    parser.add_argument("--answers", choices=ANSWER_LAYOUTS, default="hidden", help="hidden: the value after each "
+                        "query is blanked in what the model reads (Zoology's layout); shown: it stands in the input, "
+                        "so picking a value not yet asked for scores about half at 4 pairs")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--accelerator", default="cpu", help="Lightning's accelerator: cpu, gpu, auto")
     parser.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK}")

@@ -11,6 +11,8 @@ from lintf.layers.linear import LinearLayer
 from lintf.layers.recipe import RecipeLayer, RecipeState
 from lintf.layers.retention import RetentionLayer
 from lintf.layers.short_conv import ShortConvolution
+from lintf.layers.softmax import SoftmaxLayer, SoftmaxLayerState
 
 __all__ = ["DeltaNetLayer", "DeltaRuleLayer", "GLALayer", "GatedDeltaNetLayer", "GatedLinearLayer", "GatedRMSNorm",
-           "LinearLayer", "RecipeLayer", "RecipeState", "RetentionLayer", "ShortConvolution"]
+           "LinearLayer", "RecipeLayer", "RecipeState", "RetentionLayer", "ShortConvolution",
+           "SoftmaxLayer", "SoftmaxLayerState"]

@@ -49,7 +49,7 @@ def test_columns_name_a_layer_recipe_or_a_hybrid_stack(capsys):
     assert (recipe.attention_per_layer, recipe.layer_per_layer) == (["gated_delta_net"] * 4, ["recipe"] * 4)
     assert hybrid.attention_per_layer == ["gated_delta_net", "softmax"] * 2
     assert hybrid.layer_per_layer == ["recipe", "projections"] * 2
-    for column, message in (("softmax+recipe", "only '+recipe' is allowed, for an attention with a layer recipe"),
+    for column, message in (("local+recipe", "only '+recipe' is allowed, for an attention with a layer recipe"),
                             ("gla+fla", "only '+recipe' is allowed"),
                             ("gla,nope", "'nope' in 'gla,nope' is not a causal")):
         with pytest.raises(SystemExit):

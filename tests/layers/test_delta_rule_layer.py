@@ -107,10 +107,10 @@ def test_refusals_say_what_is_allowed():
         DeltaNetLayer(D_MODEL, 2, qk_activation="tanh")
     with pytest.raises(ValueError, match=r"state.q_conv must be a torch.float64 tensor of shape \(1, 12, 3\)"):
         layer(x, causal=True, state=layer.init_state(2, dtype=torch.float64))
-    with pytest.raises(ValueError, match="layer 'recipe' for attention softmax, which has none; attentions with a "
+    with pytest.raises(ValueError, match="layer 'recipe' for attention local, which has none; attentions with a "
                                          "layer recipe: delta_net, gated_delta_net, gated_linear, gla, linear, "
-                                         "retention"):
-        EncoderConfig(d_model=8, n_heads=2, n_layers=2, attention=["gated_delta_net", "softmax"], layer="recipe")
+                                         "retention, softmax"):
+        EncoderConfig(d_model=8, n_heads=2, n_layers=2, attention=["gated_delta_net", "local"], layer="recipe")
     with pytest.raises(ValueError, match="every layer is a layer recipe; give a recipe's own feature map"):
         TransformerEncoder(EncoderConfig(d_model=8, n_heads=2, attention="gla", layer="recipe", feature_map="relu"))
     with pytest.raises(TypeError, match="layer recipe 'gla'.*got unknown argument.*gate_low_rank_dim.*gate_rank"):
@@ -143,4 +143,5 @@ def test_a_recipe_layer_refuses_to_split_a_sequence_across_ranks():
 def test_the_registry_lists_the_recipes():
     import lintf
 
-    assert lintf.list_layers() == ["delta_net", "gated_delta_net", "gated_linear", "gla", "linear", "retention"]
+    assert lintf.list_layers() == ["delta_net", "gated_delta_net", "gated_linear", "gla", "linear", "retention",
+                                   "softmax"]

@@ -12,9 +12,10 @@ from tests.tasks.recurrence import assert_steps_match_forward
 N_PAIRS, LENGTH = 3, 20
 
 
-def tiny_task(attention: str = "linear") -> AssociativeRecallTask:
-    encoder = EncoderConfig(d_model=16, n_layers=2, n_heads=2, attention=attention, dropout=0.0)
-    return AssociativeRecallTask(AssociativeRecallData(n_keys=8, n_values=8).vocab_size, LENGTH, encoder).eval()
+def tiny_task(attention: str = "linear", layer: str = "projections", answers: str = "shown") -> AssociativeRecallTask:
+    encoder = EncoderConfig(d_model=16, n_layers=2, n_heads=2, attention=attention, dropout=0.0, layer=layer)
+    return AssociativeRecallTask(AssociativeRecallData(n_keys=8, n_values=8).vocab_size, LENGTH, encoder,
+                                 answers=answers).eval()
 
 
 def batch(size: int = 4) -> dict[str, torch.Tensor]:
@@ -70,3 +71,43 @@ def test_a_model_that_knows_the_answers_scores_one():
 def test_step_matches_forward(name):
     torch.manual_seed(0)
     assert_steps_match_forward(tiny_task(name), batch(2)["tokens"][:, :12], tolerance=1e-4)
+
+
+def test_step_matches_forward_with_the_softmax_layer_recipe():
+    torch.manual_seed(0)
+    assert_steps_match_forward(tiny_task("softmax", "recipe"), batch(2)["tokens"][:, :12], tolerance=1e-4)
+
+
+def test_hidden_answers_are_blanked_in_what_the_model_reads():
+    torch.manual_seed(0)
+    task, data = tiny_task(answers="hidden"), batch()
+    tokens = data["tokens"]
+    read = []
+    forward = task.forward
+    task.forward = lambda inputs: read.append(inputs) or forward(inputs)
+    loss = task.training_step(data, 0)
+    blanked = tokens[:, :-1].clone()
+    asked = asked_positions(tokens)
+    for i, p in asked:
+        if p + 1 < blanked.shape[1]:
+            blanked[i, p + 1] = 0
+    torch.testing.assert_close(read[0], blanked)
+    logits = forward(blanked)
+    expected = F.cross_entropy(torch.stack([logits[i, p] for i, p in asked]),
+                               torch.stack([tokens[i, p + 1] for i, p in asked]))
+    torch.testing.assert_close(loss, expected)
+
+
+@pytest.mark.parametrize("answers, accuracy", [("shown", 1.0), ("hidden", 0.0)])
+def test_a_model_that_reads_ahead_scores_only_where_the_answers_are_shown(answers, accuracy):
+    task, data = tiny_task(answers=answers), batch(3)
+    vocab = task.hparams.vocab_size
+    task.forward = lambda inputs: F.one_hot(inputs.roll(-1, dims=1), vocab).float()  # the next token it reads
+    data["queries"][:, -2] = False  # a query at the last position has no answer to read ahead to
+    task.validation_step(data, 0)
+    assert float(task.val_accuracy.compute()) == accuracy
+
+
+def test_an_unknown_answer_layout_is_refused():
+    with pytest.raises(ValueError, match="answers must be one of shown, hidden"):
+        tiny_task(answers="blank")
