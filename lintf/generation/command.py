@@ -19,17 +19,27 @@ from typing import Any, TextIO
 import torch
 
 from lintf.generation.checkpoint import build_task, find_generating_checkpoint
-from lintf.generation.image_samples import sample_images, save_grid
-from lintf.generation.prompts import ByteFormat, ModelSettings, PromptFormat, SymbolFormat, prompt_format
+from lintf.generation.prompts import (
+    ByteFormat,
+    ModelSettings,
+    PromptFormat,
+    SymbolFormat,
+    prompt_format,
+)
 from lintf.generation.stepping import CompiledStep
 from lintf.generation.streaming import stream_tokens
-from lintf.layout.directories import reserve_run_directory, run_directory_of, unused_path
+from lintf.layout.directories import (
+    reserve_run_directory,
+    run_directory_of,
+    unused_path,
+)
 from lintf.layout.run_names import checkpoint_run_name
 from lintf.plugins import PluginError, load_plugins
 from lintf.run.commands import CommandError
 from lintf.run.run_config import require_run_plugins
 from lintf.sampling import Sampling, StepFunction
 from lintf.tasks.autoregressive import AutoregressiveTask
+from lintf.tasks.image_samples import sample_images, save_grid
 
 DEFAULT_NEW_TOKENS = 200
 """New tokens of a text model when --max_new_tokens is not given (copies: the prompt's length; images: the rest)."""

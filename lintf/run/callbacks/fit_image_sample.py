@@ -19,10 +19,10 @@ from pathlib import Path
 import torch
 from lightning.pytorch import LightningModule, Trainer
 
-from lintf.generation.image_samples import sample_images, save_grid
 from lintf.layout.directories import own_run_directory, unused_path
 from lintf.run.callbacks.fit_sample import SEED, TEMPERATURE, TIME_LIMIT
 from lintf.sampling import Sampling
+from lintf.tasks.image_samples import sample_images, save_grid
 
 IMAGES = 4
 FIRST_BYTE = 0
