@@ -35,7 +35,6 @@ import dataclasses
 import functools
 import json
 import os
-import platform
 import statistics
 import sys
 from collections.abc import Callable, Iterator
@@ -57,17 +56,6 @@ HEADS, DIM = 8, 64
 SDPA_MAX_N = 16384  # its O(N^2) fwd+bwd takes ~a minute per call beyond this on one core
 RESULTS = Path(__file__).parent / "results"
 Fn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-def cpu_model() -> str:
-    """The CPU's model name as the OS reports it."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def fast_transformers_attention() -> Fn | None:

@@ -32,10 +32,10 @@ from pathlib import Path
 import torch
 
 from lintf.ops import cpu_vector_paths, decayed_dot_product
-from lintf.ops.common.tuning import cpu_tuning, kept_state_span, tuning_lines
+from lintf.ops.common.tuning import cpu_model, cpu_tuning, kept_state_span, tuning_lines
 from lintf.ops.decayed.compiled import serves
 
-from benchmarks.causal_product import cpu_model, matmul_gflops
+from benchmarks.causal_product import matmul_gflops
 from benchmarks.measure import environment_variable, median_seconds, peak_extra_mb, release_freed_memory_eagerly
 
 HEADS, DIM = 8, 64

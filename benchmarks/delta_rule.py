@@ -40,11 +40,11 @@ import torch
 import torch.nn.functional as F
 
 from lintf.ops import causal_dot_product, cpu_vector_path, delta_rule, gated_linear_attention
-from lintf.ops.common.tuning import cpu_tuning, tuning_lines
+from lintf.ops.common.tuning import cpu_model, cpu_tuning, tuning_lines
 from lintf.ops.delta import compiled as delta_compiled
 from lintf.ops.gla import compiled as gla_compiled
 
-from benchmarks.causal_product import cpu_model, matmul_gflops
+from benchmarks.causal_product import matmul_gflops
 from benchmarks.measure import (environment_variable, median_seconds, peak_extra_mb, positive_int,
                                 release_freed_memory_eagerly, write_report)
 
