@@ -86,6 +86,16 @@ def check_feature_map(owner: str, feature_map: str | None) -> None:
         raise ValueError(f"{owner}: feature_map must be one of {', '.join(FEATURE_MAPS)} or null, got {feature_map!r}")
 
 
+def packed_documents(owner: str, x: Tensor, key_padding_mask: Tensor | None, cu_seqlens: Tensor) -> int:
+    """The number of documents D of a layer's packed call (x (1, N, d_model)), or a ValueError saying what was wrong."""
+    if x.dim() != 3 or x.shape[0] != 1:
+        raise ValueError(f"{owner}: packed documents (cu_seqlens) are one row: x must be (1, N, d_model), got "
+                         f"{tuple(x.shape)}")
+    if key_padding_mask is not None:
+        raise ValueError(f"{owner}: a packed row (cu_seqlens) has no padding; pass key_padding_mask=None or no "
+                         "cu_seqlens")
+    return len(check_cu_seqlens(owner, cu_seqlens, x.shape[1])) - 1
+
 class RecipeLayer(nn.Module):
     """The shared frame of the layer recipes; a subclass adds its gates and runs its op in ``recurrence``.
 
@@ -172,7 +182,7 @@ class RecipeLayer(nn.Module):
         write nothing to the memory, so padding before or after a sequence leaves its outputs unchanged.
         ``cu_seqlens`` (D + 1,): D documents packed in x (1, N, d_model), states of batch D (module docstring).
         """
-        documents = 1 if cu_seqlens is None else self._check_packed(x, key_padding_mask, cu_seqlens)
+        documents = 1 if cu_seqlens is None else packed_documents(type(self).__name__, x, key_padding_mask, cu_seqlens)
         self._check_call(x, causal, key_padding_mask, state, return_state, documents)
         if cu_seqlens is not None and not self.supports_packed:
             return self._each_document(x, state, return_state, cu_seqlens)
@@ -190,17 +200,6 @@ class RecipeLayer(nn.Module):
         gate = None if self.g_proj is None else self.g_proj(x).view(out.shape)
         out = self.o_proj(self.o_norm(out, gate).flatten(2))  # (B, N, d_model)
         return out, RecipeState(*(cache for _, cache in mixed), memory) if return_state else None
-
-    def _check_packed(self, x: Tensor, key_padding_mask: Tensor | None, cu_seqlens: Tensor) -> int:
-        """The number of documents D of a packed call, or a ValueError saying what was wrong."""
-        owner = type(self).__name__
-        if x.dim() != 3 or x.shape[0] != 1:
-            raise ValueError(f"{owner}: packed documents (cu_seqlens) are one row: x must be (1, N, d_model), got "
-                             f"{tuple(x.shape)}")
-        if key_padding_mask is not None:
-            raise ValueError(f"{owner}: a packed row (cu_seqlens) has no padding; pass key_padding_mask=None or no "
-                             "cu_seqlens")
-        return len(check_cu_seqlens(owner, cu_seqlens, x.shape[1])) - 1
 
     def _each_document(
         self, x: Tensor, state: RecipeState | None, return_state: bool, cu_seqlens: Tensor

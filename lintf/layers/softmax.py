@@ -30,14 +30,13 @@ from torch import Tensor, nn
 
 from lintf.attention.cache import empty_kv_cache
 from lintf.attention.documents import (
-    check_cu_seqlens,
     join_documents,
     positions_in_documents,
     select_document,
 )
 from lintf.attention.softmax import SoftmaxAttention
 from lintf.attention.state import KVCache, check_state
-from lintf.layers.recipe import positive_int
+from lintf.layers.recipe import packed_documents, positive_int
 from lintf.layers.retention import ROTARY_BASE, rotate
 from lintf.layers.short_conv import ShortConvolution
 from lintf.registry import register_layer
@@ -210,12 +209,6 @@ class SoftmaxLayer(nn.Module):
                              "layer: projections for a non-causal task")
         documents = x.shape[0]
         if cu_seqlens is not None:
-            if x.dim() != 3 or x.shape[0] != 1:
-                raise ValueError(f"{owner}: packed documents (cu_seqlens) are one row: x must be (1, N, d_model), "
-                                 f"got {tuple(x.shape)}")
-            if key_padding_mask is not None:
-                raise ValueError(f"{owner}: a packed row (cu_seqlens) has no padding; pass key_padding_mask=None or "
-                                 "no cu_seqlens")
-            documents = len(check_cu_seqlens(owner, cu_seqlens, x.shape[1])) - 1
+            documents = packed_documents(owner, x, key_padding_mask, cu_seqlens)
         if state is not None:
             check_state(owner, state, self.init_state(documents, "meta", x.dtype), x.device, CACHE_ENTRIES)
