@@ -17,7 +17,10 @@ that picks a value of the sequence not yet asked for scores about 0.52 at 4 pair
 value to its key. To tie a value to its key a model needs the token before each value; a short
 convolution hands it over (the layer recipes of DeltaNet, Gated DeltaNet and softmax, and Zoology's
 models, have one), while a bare attention must first learn to look one position back, a plateau of
-thousands of steps. ``benchmarks/results/associative_recall.md`` holds what was measured.
+thousands of steps. Queries stand mostly soon after their pairs and a few far (``--query-gaps power_law``,
+Zoology's power-law gaps); with ``uniform`` they stand anywhere alike, and the decays of gated layers at their
+initialisation forget the pairs before the gradient can teach them to keep them.
+``benchmarks/results/associative_recall.md`` holds what was measured, ``docs/associative_recall.md`` why.
 
 Writes under ``--out``:
 
@@ -26,7 +29,7 @@ Writes under ``--out``:
 * ``associative_recall.json``: the settings and, per (N, P), accuracy, and the final training loss and
   training time of the model of that N.
 
-    python -m benchmarks.associative_recall                         # every column at N = 256, 16 pairs
+    python -m benchmarks.associative_recall                         # every column at N = 256, 16 pairs (hours)
     python -m benchmarks.associative_recall --lengths 64 128 256 512 --pairs 4 8 16 32 64  # hours on a CPU
     python -m benchmarks.associative_recall --accelerator gpu       # on a GPU
     python -m benchmarks.associative_recall --attentions linear delta_net --lengths 128 --pairs 8 16
@@ -254,7 +257,7 @@ def report(results: dict, settings: dict) -> list[str]:
         f"{settings['n_values']} value tokens{embedding}{answers}{gaps}). Share of queried values recalled on "
         f"{settings['test_size']} held-out sequences of each (N, P) (chance: 1/{settings['n_values']}). A column "
         "`NAME+recipe` is the attention's layer recipe (`encoder.layer: recipe`); `A,B` is a hybrid stack of that "
-        "pattern.", "",
+        "pattern. Why these settings, and what was measured on the way: `docs/associative_recall.md`.", "",
         f"| N | pairs | {' | '.join(names)} |", f"|---|---|{'---|' * len(names)}",
     ]
     for length, pairs in cells(settings["lengths"], settings["pairs"]):
