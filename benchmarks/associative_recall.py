@@ -17,7 +17,10 @@ that picks a value of the sequence not yet asked for scores about 0.52 at 4 pair
 value to its key. To tie a value to its key a model needs the token before each value; a short
 convolution hands it over (the layer recipes of DeltaNet, Gated DeltaNet and softmax, and Zoology's
 models, have one), while a bare attention must first learn to look one position back, a plateau of
-thousands of steps. ``benchmarks/results/associative_recall.md`` holds what was measured.
+thousands of steps. Queries stand mostly soon after their pairs and a few far (``--query-gaps power_law``,
+Zoology's power-law gaps); with ``uniform`` they stand anywhere alike, and the decays of gated layers at their
+initialisation forget the pairs before the gradient can teach them to keep them.
+``benchmarks/results/associative_recall.md`` holds what was measured, ``docs/associative_recall.md`` why.
 
 Writes under ``--out``:
 
@@ -26,7 +29,7 @@ Writes under ``--out``:
 * ``associative_recall.json``: the settings and, per (N, P), accuracy, and the final training loss and
   training time of the model of that N.
 
-    python -m benchmarks.associative_recall                         # every column at N = 256, 16 pairs
+    python -m benchmarks.associative_recall                         # every column at N = 256, 16 pairs (hours)
     python -m benchmarks.associative_recall --lengths 64 128 256 512 --pairs 4 8 16 32 64  # hours on a CPU
     python -m benchmarks.associative_recall --accelerator gpu       # on a GPU
     python -m benchmarks.associative_recall --attentions linear delta_net --lengths 128 --pairs 8 16
@@ -54,6 +57,7 @@ from torch.utils.data import ConcatDataset, DataLoader
 
 import lintf
 from lintf.data import AssociativeRecallData
+from lintf.data.associative_recall import QUERY_GAPS
 from lintf.models import EncoderConfig
 from lintf.registry import ATTENTIONS
 from lintf.tasks import AssociativeRecallTask
@@ -61,11 +65,13 @@ from lintf.tasks.associative_recall import ANSWER_LAYOUTS
 
 from benchmarks.measure import write_report, write_whole
 
-ATTENTIONS_COMPARED = ["softmax", "linear", "gated_linear", "gla", "delta_net", "gated_delta_net", "retention", "local"]
+ATTENTIONS_COMPARED = ["softmax", *(name for name in lintf.list_attentions()
+                                     if name != "softmax" and ATTENTIONS.get(name).supports_causal)]
 COLUMNS_COMPARED = [*ATTENTIONS_COMPARED,
                     *(f"{name}+recipe" for name in ATTENTIONS_COMPARED if name in lintf.list_layers()),
                     "gated_delta_net+recipe,softmax"]
-"""The default columns: every compared attention bare, then each with its layer recipe, then a hybrid."""
+"""The default columns: every causal attention of the registry bare (softmax first), then each with its layer
+recipe, then a hybrid."""
 QUICK = {"lengths": [32], "pairs": [2, 4], "steps": 20, "batch_tokens": 256, "test_size": 32, "d_model": 16,
          "n_layers": 2, "n_heads": 2}
 """--quick: every size small enough for a smoke run; the attentions stay those asked for."""
@@ -120,7 +126,8 @@ def train_length(attention: str, length: int, pairs: list[int], args: argparse.N
     batch = max(1, args.batch_tokens // length)
     share = -(-batch * args.steps // len(pairs))  # training sequences per pair count, ceil
     data = {count: AssociativeRecallData(n_pairs=count, max_length=length, n_keys=args.n_keys, n_values=args.n_values,
-                                         batch_size=batch, train_size=share, test_size=args.test_size, seed=args.seed)
+                                         batch_size=batch, train_size=share, test_size=args.test_size, seed=args.seed,
+                                         query_gaps=args.query_gaps)
             for count in pairs}
     mixture = DataLoader(ConcatDataset([split.split("train") for split in data.values()]), batch_size=batch,
                          shuffle=True)
@@ -238,6 +245,8 @@ def report(results: dict, settings: dict) -> list[str]:
     embedding = f"; token embeddings drawn with std {settings.get('embedding_std', 1.0)}"
     answers = {"hidden": "; the value after each query blanked in the input (Zoology's layout)",
                "shown": "; the value after each query shown in the input"}[settings.get("answers", "shown")]
+    gaps = {"power_law": "; queries mostly soon after the pairs (Zoology's power-law gaps)",
+            "uniform": "; queries anywhere in their region alike"}[settings.get("query_gaps", "uniform")]
     lines = [
         "# Multi-query associative recall (MQAR)", "",
         f"`{command_of(settings)}` on {hardware}: {settings['d_model']}-wide, {settings['n_layers']}-layer models "
@@ -245,10 +254,10 @@ def report(results: dict, settings: dict) -> list[str]:
         f"{settings['batch_tokens']} tokens on a mixture of the pair counts P of its N (AdamW, one-cycle peak lr "
         f"{rates}{', the best per column and N by mean accuracy on the same held-out sequences' if many else ''}; "
         f"weight decay {settings.get('weight_decay', 0.01)}; seed {settings['seed']}; {settings['n_keys']} key and "
-        f"{settings['n_values']} value tokens{embedding}{answers}). Share of queried values recalled on "
+        f"{settings['n_values']} value tokens{embedding}{answers}{gaps}). Share of queried values recalled on "
         f"{settings['test_size']} held-out sequences of each (N, P) (chance: 1/{settings['n_values']}). A column "
         "`NAME+recipe` is the attention's layer recipe (`encoder.layer: recipe`); `A,B` is a hybrid stack of that "
-        "pattern.", "",
+        "pattern. Why these settings, and what was measured on the way: `docs/associative_recall.md`.", "",
         f"| N | pairs | {' | '.join(names)} |", f"|---|---|{'---|' * len(names)}",
     ]
     for length, pairs in cells(settings["lengths"], settings["pairs"]):
@@ -279,7 +288,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         "joined by commas (gated_delta_net+recipe,softmax), repeated to --n-layers")
     parser.add_argument("--lengths", type=int, nargs="+", default=[256], help="sequence lengths N")
     parser.add_argument("--pairs", type=int, nargs="+", default=[16], help="key-value pairs P")
-    parser.add_argument("--steps", type=int, default=1000, help="optimizer steps per attention and N")
+    parser.add_argument("--steps", type=int, default=3000, help="optimizer steps per attention and N")
     parser.add_argument("--batch-tokens", type=int, default=4096, help="tokens per training batch (sequences: / N)")
     parser.add_argument("--test-size", type=int, default=512, help="held-out sequences per cell")
     parser.add_argument("--n-keys", type=int, default=64, help="key tokens (at least the largest P)")
@@ -295,6 +304,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--answers", choices=ANSWER_LAYOUTS, default="hidden", help="hidden: the value after each "
                         "query is blanked in what the model reads (Zoology's layout); shown: it stands in the input, "
                         "so picking a value not yet asked for scores about half at 4 pairs")
+    parser.add_argument("--query-gaps", choices=QUERY_GAPS, default="power_law", help="where queries stand in "
+                        "their region: power_law (Zoology's: mostly soon after the pairs) or uniform (anywhere alike)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--accelerator", default="cpu", help="Lightning's accelerator: cpu, gpu, auto")
     parser.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK}")

@@ -5,14 +5,18 @@ keys, values drawn with replacement) and continues with a query region of blanks
 ``n_queries`` of the keys, in random order, stand at random even offsets, each followed by its
 value. A causal model reads the sequence and, at every queried key, must predict the value that
 key was paired with; only those predictions are scored. Queries sit anywhere in the region, so a
-value may be asked for long after its pair was seen. Unlike Zoology, whose inputs leave the
-answers blank, the value follows its query in the input as well; keys are distinct within a
-sequence and each is queried at most once, so an answer never reveals a later one.
+value may be asked for long after its pair was seen (``query_gaps: uniform``), or, as in Zoology's
+experiments (``power_law``), mostly soon after: the i-th even offset of the region is drawn with
+weight i^(a - 1), a = 0.01, without replacement. Unlike Zoology, whose inputs leave the answers
+blank, the value follows its query in the sequence as well (``AssociativeRecallTask(answers: hidden)``
+blanks it in what the model reads); keys are distinct within a sequence and each is queried at most
+once, so an answer never reveals a later one.
 """
 
 from __future__ import annotations
 
 from functools import partial
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -21,12 +25,25 @@ from lintf.data.synthetic_sequences import Draw, SyntheticSequenceData
 
 BLANK = 0
 FIRST_KEY = 1
+QueryGaps = Literal["uniform", "power_law"]
+QUERY_GAPS = ("uniform", "power_law")
+POWER_LAW_EXPONENT = 0.01
+"""Zoology's ``power_a``: the i-th query slot is drawn with weight i^(a - 1)."""
+
+
+def query_offsets(slots: int, count: int, gaps: QueryGaps, generator: torch.Generator) -> Tensor:
+    """``count`` distinct slots of ``slots`` in increasing order, (count,): uniform, or weighted i^(a - 1)."""
+    if gaps == "uniform":
+        return torch.randperm(slots, generator=generator)[:count].sort().values
+    weights = torch.arange(1, slots + 1, dtype=torch.float64) ** (POWER_LAW_EXPONENT - 1)  # (slots,)
+    return torch.multinomial(weights, count, replacement=False, generator=generator).sort().values
 
 
 def recall_sequence(
-    n_keys: int, n_values: int, max_length: int, n_pairs: int, n_queries: int, seed: int
+    n_keys: int, n_values: int, max_length: int, n_pairs: int, n_queries: int, seed: int,
+    query_gaps: QueryGaps = "uniform",
 ) -> dict[str, Tensor]:
-    """One MQAR sequence, fully determined by ``seed``.
+    """One MQAR sequence, fully determined by ``seed``; ``query_gaps`` places the queries (module docstring).
 
     Token ids: 0 the blank, 1..n_keys the keys, n_keys + 1..n_keys + n_values the values.
 
@@ -41,7 +58,7 @@ def recall_sequence(
     tokens[0 : 2 * n_pairs : 2], tokens[1 : 2 * n_pairs : 2] = keys, values
     asked = torch.randperm(n_pairs, generator=generator)[:n_queries]  # which pairs, in the order asked
     slots = (max_length - 2 * n_pairs) // 2  # even offsets of the query region with room for the answer
-    offsets = torch.randperm(slots, generator=generator)[:n_queries].sort().values  # (Q,)
+    offsets = query_offsets(slots, n_queries, query_gaps, generator)  # (Q,)
     positions = 2 * n_pairs + 2 * offsets  # (Q,)
     tokens[positions], tokens[positions + 1] = keys[asked], values[asked]
     queries = torch.zeros(max_length, dtype=torch.bool)
@@ -68,6 +85,8 @@ class AssociativeRecallData(SyntheticSequenceData):
         test_size: test sequences.
         predict_size: sequences answered by ``lintf predict``.
         seed: seed of the data; independent of the model's ``seed_everything``.
+        query_gaps: where the queries stand in their region: "uniform" (any even offset alike) or
+            "power_law" (Zoology's: mostly soon after the pairs, weight i^(-0.99) for the i-th offset).
         num_workers: DataLoader worker processes (sequences are made on demand; 0 is usually fastest).
     """
 
@@ -84,14 +103,18 @@ class AssociativeRecallData(SyntheticSequenceData):
         test_size: int = 1024,
         predict_size: int = 256,
         seed: int = 0,
+        query_gaps: QueryGaps = "uniform",
         num_workers: int = 0,
     ) -> None:
         n_queries = n_pairs if n_queries is None else n_queries
         check_arguments(n_pairs, n_queries, max_length, n_keys, n_values)
+        if query_gaps not in QUERY_GAPS:
+            raise ValueError(f"AssociativeRecallData: query_gaps must be one of {', '.join(QUERY_GAPS)}, got "
+                             f"{query_gaps!r}")
         super().__init__(batch_size, train_size, val_size, test_size, predict_size, seed, num_workers)
         self.save_hyperparameters()
         self.n_pairs, self.n_queries, self.max_length = n_pairs, n_queries, max_length
-        self.n_keys, self.n_values = n_keys, n_values
+        self.n_keys, self.n_values, self.query_gaps = n_keys, n_values, query_gaps
 
     @property
     def vocab_size(self) -> int:
@@ -99,8 +122,9 @@ class AssociativeRecallData(SyntheticSequenceData):
         return FIRST_KEY + self.n_keys + self.n_values
 
     def draw(self) -> Draw:
-        """``recall_sequence`` with this data's vocabularies, length, pairs and queries."""
-        return partial(recall_sequence, self.n_keys, self.n_values, self.max_length, self.n_pairs, self.n_queries)
+        """``recall_sequence`` with this data's vocabularies, length, pairs, queries and query gaps."""
+        return partial(recall_sequence, self.n_keys, self.n_values, self.max_length, self.n_pairs, self.n_queries,
+                       query_gaps=self.query_gaps)
 
 
 def check_arguments(n_pairs: int, n_queries: int, max_length: int, n_keys: int, n_values: int) -> None:

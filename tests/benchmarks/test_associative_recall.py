@@ -29,7 +29,7 @@ def test_quick_run_writes_results(tmp_path):
         assert all(0.0 <= cell["accuracy"] <= 1.0 for cell in by_cell.values())
         assert len({cell["train_seconds"] for cell in by_cell.values()}) == 1  # one model per N, tested per P
     table = (tmp_path / "associative_recall.md").read_text()
-    assert "| N | pairs | linear | delta_net |" in table and table.count("\n| 32 |") == 2
+    assert "| N | pairs | delta_net | linear |" in table and table.count("\n| 32 |") == 2
     assert (tmp_path / "associative_recall.png").stat().st_size > 0
     (tmp_path / "associative_recall.md").unlink()
     main(["--replot", "--out", str(tmp_path)])  # the table and plot again, from the JSON alone
@@ -37,10 +37,10 @@ def test_quick_run_writes_results(tmp_path):
 
     main(["--quick", "--add", "--attentions", "gla", "--out", str(tmp_path)])  # one more column, the others kept
     merged = json.loads((tmp_path / "associative_recall.json").read_text())
-    assert list(merged["results"]) == ["linear", "gla", "delta_net"]  # the usual order, whoever finished first
+    assert list(merged["results"]) == ["delta_net", "gla", "linear"]  # the usual order, whoever finished first
     assert merged["results"]["linear"] == saved["results"]["linear"]
-    assert merged["settings"]["attentions"] == ["linear", "gla", "delta_net"]
-    assert "| N | pairs | linear | gla | delta_net |" in (tmp_path / "associative_recall.md").read_text()
+    assert merged["settings"]["attentions"] == ["delta_net", "gla", "linear"]
+    assert "| N | pairs | delta_net | gla | linear |" in (tmp_path / "associative_recall.md").read_text()
 
 
 def test_columns_name_a_layer_recipe_or_a_hybrid_stack(capsys):

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lintf.data import AssociativeRecallData
-from lintf.data.associative_recall import BLANK, FIRST_KEY
+from lintf.data.associative_recall import BLANK, FIRST_KEY, QUERY_GAPS
 
 
 def pairs_and_queries(tokens: torch.Tensor, queries: torch.Tensor, n_pairs: int) -> tuple[dict, list]:
@@ -14,10 +14,11 @@ def pairs_and_queries(tokens: torch.Tensor, queries: torch.Tensor, n_pairs: int)
     return pairs, asked
 
 
+@pytest.mark.parametrize("query_gaps", QUERY_GAPS)
 @pytest.mark.parametrize("n_pairs, n_queries, max_length", [(4, None, 24), (8, 3, 64), (16, None, 65)])
-def test_layout(n_pairs, n_queries, max_length):
+def test_layout(n_pairs, n_queries, max_length, query_gaps):
     data = AssociativeRecallData(n_pairs=n_pairs, n_queries=n_queries, max_length=max_length, n_keys=20,
-                                 n_values=7, train_size=50)
+                                 n_values=7, train_size=50, query_gaps=query_gaps)
     for item in (data.split("train")[i] for i in range(50)):
         tokens, queries = item["tokens"], item["queries"]
         assert tokens.shape == queries.shape == (max_length,) and queries.dtype == torch.bool
@@ -40,6 +41,20 @@ def test_queries_reach_the_whole_region():
     data = AssociativeRecallData(n_pairs=2, max_length=40, train_size=300)
     positions = torch.cat([data.split("train")[i]["queries"].nonzero().squeeze(-1) for i in range(300)])
     assert int(positions.min()) == 4 and int(positions.max()) == 38
+
+
+@pytest.mark.parametrize("query_gaps", QUERY_GAPS)
+def test_where_a_single_query_stands(query_gaps):
+    """One query per sequence: its slot i (0-based) is drawn with weight (i + 1)^(-0.99) (Zoology's power law,
+    a = 0.01) or uniformly; the counts of 3000 sequences stay within 4.5 standard deviations of those shares."""
+    sequences, slots = 3000, 18  # 2 pairs in 40 tokens: even offsets 0..34 of the region after them
+    data = AssociativeRecallData(n_pairs=2, n_queries=1, max_length=40, train_size=sequences, query_gaps=query_gaps)
+    offsets = [(int(data.split("train")[i]["queries"].nonzero()) - 4) // 2 for i in range(sequences)]
+    weights = [1.0] * slots if query_gaps == "uniform" else [(i + 1) ** -0.99 for i in range(slots)]
+    for slot in range(slots):
+        share = weights[slot] / sum(weights)
+        spread = 4.5 * (sequences * share * (1 - share)) ** 0.5
+        assert abs(offsets.count(slot) - sequences * share) <= spread, (slot, offsets.count(slot), sequences * share)
 
 
 def test_vocabulary():
@@ -76,6 +91,7 @@ def test_loader_batches():
         ({"n_values": 0}, "n_pairs and n_values must be >= 1"),
         ({"batch_size": 0}, "batch_size must be >= 1"),
         ({"predict_size": 0}, "predict_size must be >= 1"),
+        ({"query_gaps": "zipf"}, "query_gaps must be one of uniform, power_law, got 'zipf'"),
     ],
 )
 def test_bad_arguments(kwargs, text):

@@ -21,6 +21,7 @@ EXTENSION_ON = ("1", "on", "true", "yes")
 CPU_PATHS = ("avx512", "avx2", "portable")
 CUDA_KERNELS = ("auto", "chunked", "scan")  # as csrc/causal/cuda/causal_product_cuda.cu reads them
 CACHE_MB_LIMIT = 1 << 40
+CACHE_KIB_LIMIT = 1 << 30  # 1 TiB, as csrc/common/cpu/caches.cpp
 # the flags /proc/cpuinfo lists for each x86-64 path (the op asks cpuid for the same features)
 _X86_FLAGS = {"avx512": ("avx512f", "avx2", "fma"), "avx2": ("avx2", "fma")}
 _MARCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
@@ -126,16 +127,47 @@ def check_cuda_kernel() -> None:
         _refuse("LINTF_CUDA_KERNEL", value, f"use one of {', '.join(CUDA_KERNELS)}, or unset it (auto)")
 
 
+def _cache_kb_problem(value: str) -> str | None:
+    """Why ``LINTF_CPU_CACHE_KB=value`` is malformed, by the rules of csrc/common/cpu/caches.cpp; None if it is not."""
+    fields = (value[:-1] if value.endswith(",") else value).split(",")
+    kib = []
+    for field in fields:
+        field = field.strip(" ")
+        if not field:
+            return "has an empty field"
+        if not re.fullmatch("[0-9]{1,12}", field):
+            return f"has a field that is not a whole number ({field})"
+        kib.append(int(field))
+    if len(kib) != 3 or value.endswith(","):
+        return "does not have three fields"
+    if kib[0] < 1 or kib[1] < 1:
+        return "gives an L1d or L2 of 0 KiB"
+    if max(kib) > CACHE_KIB_LIMIT:
+        return "gives a cache over 1 TiB"
+    return "gives an L1d larger than the L2" if kib[0] > kib[1] else None
+
+
+def check_cpu_cache_kb() -> None:
+    """LINTF_CPU_CACHE_KB: unset, or l1d,l2,l3 in whole KiB (the caches the CPU tuning pretends; read by the op)."""
+    value = _value("LINTF_CPU_CACHE_KB")
+    problem = None if value is None else _cache_kb_problem(value)
+    if problem is not None:
+        _refuse("LINTF_CPU_CACHE_KB", value, f"it {problem}; give three whole numbers of KiB, l1d,l2,l3 (e.g. "
+                f"48,2048,32768; l3 may be 0 for none, l1d and l2 from 1 to {CACHE_KIB_LIMIT}), or unset it for the "
+                "sizes this CPU reports")
+
+
 def check_environment() -> None:
     """Validate every LINTF_* variable the ops read; cheap (never builds or loads the compiled op).
 
     Checks ``LINTF_EXTENSION``, ``LINTF_CPU_PATH`` (also against this CPU's features on Linux x86-64),
-    ``LINTF_CPU_OUTPUT_CACHE_MB``, ``LINTF_CPU_BACKWARD``, ``LINTF_CPU_ARCH`` (also with the C++ compiler, when one
-    is found), ``LINTF_EXTENSION_DIR`` and ``LINTF_CUDA_KERNEL``. Unset or empty variables mean their defaults.
+    ``LINTF_CPU_OUTPUT_CACHE_MB``, ``LINTF_CPU_CACHE_KB``, ``LINTF_CPU_BACKWARD``, ``LINTF_CPU_ARCH`` (also with the
+    C++ compiler, when one is found), ``LINTF_EXTENSION_DIR`` and ``LINTF_CUDA_KERNEL``. Unset or empty variables mean
+    their defaults.
 
     Raises:
         ValueError: naming the first invalid variable, its value and what is allowed.
     """
-    for check in (check_extension, check_cpu_path, check_output_cache_mb, check_cpu_backward, check_cpu_arch,
-                  check_extension_dir, check_cuda_kernel):
+    for check in (check_extension, check_cpu_path, check_output_cache_mb, check_cpu_cache_kb, check_cpu_backward,
+                  check_cpu_arch, check_extension_dir, check_cuda_kernel):
         check()

@@ -11,8 +11,8 @@ import lintf.ops
 from lintf.ops import check_environment, cpu_vector_paths
 from lintf.ops.extension import build, environment, load
 
-VARIABLES = ("LINTF_EXTENSION", "LINTF_CPU_PATH", "LINTF_CPU_OUTPUT_CACHE_MB", "LINTF_CPU_ARCH", "LINTF_CPU_BACKWARD",
-             "LINTF_EXTENSION_DIR")
+VARIABLES = ("LINTF_EXTENSION", "LINTF_CPU_PATH", "LINTF_CPU_OUTPUT_CACHE_MB", "LINTF_CPU_CACHE_KB", "LINTF_CPU_ARCH",
+             "LINTF_CPU_BACKWARD", "LINTF_EXTENSION_DIR")
 
 
 @pytest.fixture(autouse=True)
@@ -148,3 +148,39 @@ def test_the_extension_dir_must_exist(monkeypatch, tmp_path):
     monkeypatch.setenv("LINTF_EXTENSION_DIR", str(tmp_path / "file"))
     with pytest.raises(ValueError, match="LINTF_EXTENSION_DIR="):
         check_environment()
+
+
+CACHE_KB_VALUES = {  # value: why the op refuses it (None: it takes it)
+    "48,2048,32768": None, "32,1024,0": None, " 32 , 1024 , 0 ": None, "1,1,0": None, "1024,1024,1073741824": None,
+    "1024": "does not have three fields", "32,1024": "does not have three fields",
+    "32,1024,0,0": "does not have three fields", "32,1024,": "does not have three fields", "32,,0": "empty field",
+    ",32,1024": "empty field", "32,1024,,": "empty field", "32,1M,0": "not a whole number (1M)",
+    "-32,1024,0": "not a whole number (-32)", "32,1024,1e6": "not a whole number (1e6)",
+    "32,\N{SUPERSCRIPT TWO},0": "not a whole number", "32,1024,1234567890123": "not a whole number",
+    "0,1024,0": "L1d or L2 of 0", "32,0,0": "L1d or L2 of 0", "2048,1024,0": "L1d larger than the L2",
+    "32,1024,99999999999": "over 1 TiB",
+}
+
+
+@pytest.mark.parametrize("value, why", CACHE_KB_VALUES.items())
+def test_cpu_cache_overrides_are_checked_at_start_up(monkeypatch, value, why):
+    monkeypatch.setenv("LINTF_CPU_CACHE_KB", value)
+    if why is None:
+        check_environment()
+        return
+    allowed = f"it .*{re.escape(why)}.*; give three whole numbers of KiB, l1d,l2,l3"
+    with pytest.raises(ValueError, match=refused("LINTF_CPU_CACHE_KB", value, allowed)):
+        check_environment()
+
+
+@pytest.mark.parametrize("value, why", CACHE_KB_VALUES.items())
+def test_the_start_up_check_refuses_what_the_op_refuses(monkeypatch, compiled_op, value, why):
+    """The op's own parser (csrc/common/cpu/caches.cpp) is the reference for the Python check."""
+    from lintf.ops.common.tuning import tuning_values
+
+    monkeypatch.setenv("LINTF_CPU_CACHE_KB", value)
+    if why is None:
+        tuning_values(64, 64, 4)
+        return
+    with pytest.raises(ValueError, match="LINTF_CPU_CACHE_KB=.*" + re.escape(why)):
+        tuning_values(64, 64, 4)
