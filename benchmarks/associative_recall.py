@@ -56,14 +56,13 @@ from lightning.pytorch import Callback, Trainer, seed_everything
 from torch.utils.data import ConcatDataset, DataLoader
 
 import lintf
+from benchmarks.measure import write_report, write_whole
 from lintf.data import AssociativeRecallData
 from lintf.data.associative_recall import QUERY_GAPS
 from lintf.models import EncoderConfig
 from lintf.registry import ATTENTIONS
 from lintf.tasks import AssociativeRecallTask
 from lintf.tasks.associative_recall import ANSWER_LAYOUTS
-
-from benchmarks.measure import write_report, write_whole
 
 ATTENTIONS_COMPARED = ["softmax", *(name for name in lintf.list_attentions()
                                      if name != "softmax" and ATTENTIONS.get(name).supports_causal)]

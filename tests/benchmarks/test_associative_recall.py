@@ -4,8 +4,7 @@ import json
 
 import pytest
 
-from benchmarks.associative_recall import (
-    ATTENTIONS_COMPARED, cells, command_of, encoder_of, main, parse, settings_of)
+from benchmarks.associative_recall import ATTENTIONS_COMPARED, cells, command_of, encoder_of, main, parse, settings_of
 from lintf.registry import ATTENTIONS
 
 
