@@ -40,6 +40,15 @@ def check_cu_seqlens(owner: str, cu_seqlens: object, length: int) -> list[int]:
     return bounds
 
 
+def count_documents(owner: str, key_padding_mask: Tensor | None, cu_seqlens: object, length: int) -> int:
+    """The number of documents D of a packed row of ``length`` positions, or a ValueError: a packed row has no
+    padding, and ``cu_seqlens`` must pass ``check_cu_seqlens``."""
+    if key_padding_mask is not None:
+        raise ValueError(f"{owner}: a packed row (cu_seqlens) has no padding; pass key_padding_mask=None or no "
+                         "cu_seqlens")
+    return len(check_cu_seqlens(owner, cu_seqlens, length)) - 1
+
+
 def check_packed_call(owner: str, q: Tensor, k: Tensor, key_padding_mask: Tensor | None, cu_seqlens: object) -> int:
     """The number of documents D of a packed attention call, or a ValueError saying what was wrong.
 
@@ -53,10 +62,7 @@ def check_packed_call(owner: str, q: Tensor, k: Tensor, key_padding_mask: Tensor
     if q.shape[0] != 1 or q.shape[2] != k.shape[2]:
         raise ValueError(f"{owner}: packed documents (cu_seqlens) are one row of N positions: q, k, v must be "
                          f"(1, H, N, D|M), got q {tuple(q.shape)}, k {tuple(k.shape)}")
-    if key_padding_mask is not None:
-        raise ValueError(f"{owner}: a packed row (cu_seqlens) has no padding; pass key_padding_mask=None or no "
-                         "cu_seqlens")
-    return len(check_cu_seqlens(owner, cu_seqlens, q.shape[2])) - 1
+    return count_documents(owner, key_padding_mask, cu_seqlens, q.shape[2])
 
 
 def per_sequence_fields(init_state: Callable[..., State], heads: int, value_dim: int, dtype: torch.dtype

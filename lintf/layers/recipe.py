@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lintf.attention.documents import check_cu_seqlens, join_documents, select_document
+from lintf.attention.documents import count_documents, join_documents, select_document
 from lintf.attention.state import check_state
 from lintf.layers.gated_rms_norm import GatedRMSNorm
 from lintf.layers.short_conv import ShortConvolution
@@ -91,10 +91,7 @@ def packed_documents(owner: str, x: Tensor, key_padding_mask: Tensor | None, cu_
     if x.dim() != 3 or x.shape[0] != 1:
         raise ValueError(f"{owner}: packed documents (cu_seqlens) are one row: x must be (1, N, d_model), got "
                          f"{tuple(x.shape)}")
-    if key_padding_mask is not None:
-        raise ValueError(f"{owner}: a packed row (cu_seqlens) has no padding; pass key_padding_mask=None or no "
-                         "cu_seqlens")
-    return len(check_cu_seqlens(owner, cu_seqlens, x.shape[1])) - 1
+    return count_documents(owner, key_padding_mask, cu_seqlens, x.shape[1])
 
 class RecipeLayer(nn.Module):
     """The shared frame of the layer recipes; a subclass adds its gates and runs its op in ``recurrence``.
