@@ -50,9 +50,13 @@ inline SweepArgs sweep_args(const chunk::Dims& d, const Chunks& x, const at::Ten
   return a;
 }
 
-// S_c entering each chunk (heads, chunks, c, m), U_c (heads, chunks, kChunk, m) and S_N (B, H, c, m).
-inline std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_sweep(const chunk::Dims& d, const Chunks& x,
-                                                                    const at::Tensor& state0, const at::Tensor& q) {
+// The forward sweep's results: S_c entering each chunk (heads, chunks, c, m), U_c (heads, chunks, kChunk, m),
+// S_N (B, H, c, m), and the operand F = diag(f) K it read (the backward reads it again).
+struct Swept {
+  at::Tensor states, u, last, fk;
+};
+
+inline Swept forward_sweep(const chunk::Dims& d, const Chunks& x, const at::Tensor& state0, const at::Tensor& q) {
   const auto [u0, w, fk] = x.forward_operands();
   auto states = at::empty({d.heads, d.chunks, d.c, d.m}, u0.options()), u = at::empty_like(u0);
   auto last = at::empty({q.size(0), q.size(1), d.c, d.m}, u0.options());
@@ -63,7 +67,7 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_sweep(const chunk:
     chunk::runtime::launch(delta_sweep::delta_forward_sweep_kernel<decltype(split)::value>, d.heads * d.value_tiles,
                            tile::kThreads, SweepLayout(d.cp, d.mt).bytes, a);
   });
-  return {states, u, last};
+  return {states, u, last, fk};
 }
 
 // log_decay, beta: fp32 (B, H, N); state0: contiguous fp32 (B, H, C, M) or undefined. Returns (out, S_N).
@@ -71,8 +75,8 @@ inline ForwardResult forward(const chunk::Dims& d, const at::Tensor& q, const at
                              const at::Tensor& beta, const std::optional<at::Tensor>& log_decay, double scale,
                              const at::Tensor& state0) {
   const Chunks x(q, k, v, beta, log_decay);
-  const auto [states, u, last] = forward_sweep(d, x, state0, q);
-  return {outputs(x, states, u, scale, v), last};
+  const auto swept = forward_sweep(d, x, state0, q);
+  return {outputs(x, x.scores(), swept.states, swept.u, scale, v), swept.last};
 }
 
 inline BackwardResult backward(const chunk::Dims& d, const at::Tensor& grad_out, const at::Tensor& q,
@@ -80,19 +84,20 @@ inline BackwardResult backward(const chunk::Dims& d, const at::Tensor& grad_out,
                                const std::optional<at::Tensor>& log_decay, double scale, const at::Tensor& state0,
                                const at::Tensor& grad_state) {
   const Chunks x(q, k, v, beta, log_decay);
-  const auto [states, u, last] = forward_sweep(d, x, state0, q);
-  const auto dos = (chunked(grad_out, x.count) * scale).contiguous();
-  const auto [r0, rt, qe, kb] = backward_operands(x, dos);
-  auto grads = at::empty_like(states), dr = at::empty_like(u), d_state0 = at::empty_like(last);
+  const auto swept = forward_sweep(d, x, state0, q);
+  const auto dos = chunked(grad_out, x.count, scale), p = x.scores();
+  const auto [r0, rt, qe] = backward_operands(x, p, swept.fk, dos);
+  auto grads = at::empty_like(swept.states), dr = at::empty_like(swept.u), d_state0 = at::empty_like(swept.last);
   SweepArgs a = sweep_args(d, x, grad_state);
   a.prepared = r0.data_ptr<float>(), a.left = rt.data_ptr<float>(), a.right = qe.data_ptr<float>();
-  a.third = kb.data_ptr<float>(), a.dos = dos.data_ptr<float>();
+  a.third = x.kb.data_ptr<float>(), a.dos = dos.data_ptr<float>();
   a.states = grads.data_ptr<float>(), a.rows = dr.data_ptr<float>(), a.last = d_state0.data_ptr<float>();
   with_split([&](auto split) {
     chunk::runtime::launch(delta_sweep::delta_backward_sweep_kernel<decltype(split)::value>, d.heads * d.value_tiles,
                            tile::kThreads, SweepLayout(d.cp, d.mt).bytes, a);
   });
-  const auto [dq, dk, dv, d_beta, d_log_decay] = gradients(x, dos, states, u, grads, dr, q, log_decay.has_value());
+  const auto [dq, dk, dv, d_beta, d_log_decay] =
+      gradients(x, p, swept.fk, qe, dos, swept.states, swept.u, grads, dr, q);
   return {dq, dk, dv, d_beta, d_log_decay, d_state0};
 }
 
