@@ -98,7 +98,9 @@ struct Chunks {
 // and the sweep's U.
 inline at::Tensor outputs(const Chunks& x, const at::Tensor& p, const at::Tensor& states, const at::Tensor& u,
                           double scale, const at::Tensor& v) {
-  const auto out = at::baddbmm(batch(at::matmul(p, u)), batch(weighted(x.e, x.q)), batch(states), scale, scale);
+  const auto pu = at::matmul(p, u);
+  const auto qe = weighted(x.e, x.q);
+  const auto out = at::baddbmm(batch(pu), batch(qe), batch(states), scale, scale);
   return unchunked(out.view_as(u), v, v.scalar_type());
 }
 
@@ -115,7 +117,8 @@ inline at::Tensor log_decay_gradient(const Chunks& x, const at::Tensor& z, const
                                      const at::Tensor& f_df, const at::Tensor& states, const at::Tensor& grads,
                                      const at::Tensor& q) {
   auto db = (z - z.transpose(2, 3)).sum(3, true) + e_de - f_df;  // (B*H, nc, L, 1)
-  const auto last = x.whole * (states * grads).sum({2, 3}) + f_df.sum({2, 3});  // (B*H, nc)
+  const auto entering = x.whole * (states * grads).sum({2, 3});  // (B*H, nc)
+  const auto last = entering + f_df.sum({2, 3});
   db.select(2, kChunk - 1).squeeze(2).add_(last);
   return unchunked(db.flip(2).cumsum(2).flip(2), q, at::kFloat).squeeze(3);
 }
@@ -135,16 +138,20 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gr
   const auto rows = at::matmul(dx, states_t);
   const auto ndh = weighted(x.decay, na * x.beta);  // -dH = -diag(beta) dA o D
   const auto dq = at::baddbmm(batch(weighted(x.e, dos_st)), batch(dpd), batch(x.k)).view_as(x.q);
-  auto dk = weighted(x.f, u_dst) - weighted(x.e, rows);
+  const auto fu = weighted(x.f, u_dst);
+  auto dk = fu - weighted(x.e, rows);
   dk = at::baddbmm(batch(dk), batch(dpd.transpose(2, 3)), batch(x.q));
   dk = at::baddbmm(dk, batch(ndh + ndh.transpose(2, 3)), batch(x.k), 1, -1).view_as(x.k);
   const auto xs = at::baddbmm(batch(x.v), batch(x.ek), batch(states), 1, -1).view_as(x.v);  // X = V - diag(e) K S_c
-  const auto d_beta = (dr * xs).sum(3, true) - (na * x.h).sum(3, true);
+  const auto dr_xs = (dr * xs).sum(3, true);
+  const auto d_beta = dr_xs - (na * x.h).sum(3, true);
   const auto dtype = q.scalar_type();
   auto d_log_decay = at::empty({0}, dos.options());
   if (x.decay.defined()) {
-    const auto z = dp * p - na * x.a;  // dP o P + dA o diag(beta) h
-    const auto e_de = (qe * dos_st).sum(3, true) - (x.ek * rows).sum(3, true), f_df = (fk * u_dst).sum(3, true);
+    const auto dp_p = dp * p;
+    const auto z = dp_p - na * x.a;  // dP o P + dA o diag(beta) h
+    const auto qe_dos = (qe * dos_st).sum(3, true);
+    const auto e_de = qe_dos - (x.ek * rows).sum(3, true), f_df = (fk * u_dst).sum(3, true);
     d_log_decay = log_decay_gradient(x, z, e_de, f_df, states, grads, q);
   }
   return {unchunked(dq, q, dtype), unchunked(dk, q, dtype), unchunked(dx, q, dtype),
