@@ -15,8 +15,9 @@ rate) over its launches, with each GPU's rates (RATES; fp32 and TF32 products at
 normalised causal product (``lintf::causal_product``, as linear attention calls it), the decayed product
 (``lintf::decayed_product``), gated linear attention (``lintf::gated_linear_attention``) and the delta rule
 (``lintf::delta_rule``) without decay (delta) and with it (gated_delta; launches in
-benchmarks/gpu_model_delta.py), bf16, no initial state. With --measure cuda each row also gets the op's measured fwd+bwd (as a user calls
-it) and its ratio to the floor of the GPU it ran on. Writes gpu_model.md to --out (benchmarks/results).
+benchmarks/gpu_model_delta.py), bf16, no initial state. With --measure cuda each row also gets the op's
+measured fwd+bwd (as a user calls it) and its ratio to the floor of the GPU it ran on. Writes gpu_model.md to
+--out (benchmarks/results).
 """
 
 from __future__ import annotations

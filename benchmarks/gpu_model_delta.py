@@ -1,13 +1,15 @@
 """The delta rule's CUDA launches for the performance model (benchmarks/gpu_model.py).
 
-``csrc/delta/cuda/chunk_launch.cuh`` runs each call as batched fp32 ATen kernels (``aten.h``: each chunk's
-UT transform and the sweeps' operands before, the outputs and gradients after) around sequential sweeps, one
-block per (head, value tile) walking the chunks in order (``sweeps.cuh``). This module lists those launches
-in the order the launch code makes them, with the bytes each reads and writes: an ATen kernel reads its
-operands and writes its result once (an in-place one reads and writes its tensor), a sweep block reads the
-whole-width key operands and its value columns of every chunk. The ATen products run fp32 on CUDA cores
-(torch's default, no TF32), the sweeps' products as 3xTF32 (three TF32 products each). The list is checked
-against the CUDA emulation's launches and ATen kernels (tests/benchmarks/test_gpu_model.py).
+``csrc/delta/cuda/chunk_launch.cuh`` runs the forward as three kernels (``chunk.cuh``: each chunk's UT
+transform and the sweep's operands, one block per (head, chunk); the sweep, one block per (head, value tile)
+walking the chunks in order, ``sweeps.cuh``; the outputs, one block per (head, chunk, value tile)), and the
+backward as batched fp32 ATen kernels (``aten.h``: the chunks' operands again, the outputs' and gradients'
+terms) around both sweeps. This module lists those launches in the order the launch code makes them, with
+the bytes each reads and writes: an ATen kernel reads its operands and writes its result once (an in-place
+one reads and writes its tensor), a block reads the whole-width key operands and its value columns of its
+chunks. The ATen products run fp32 on CUDA cores (torch's default, no TF32), the kernels' products as 3xTF32
+(three TF32 products each). The list is checked against the CUDA emulation's launches and ATen kernels
+(tests/benchmarks/test_gpu_model.py).
 """
 
 from __future__ import annotations
@@ -105,14 +107,19 @@ class _Call:
 
 
 def _forward(s: Shape, decay: bool) -> list[Launch]:
+    """delta_prepare_kernel, the forward sweep, delta_output_kernel."""
     call = _Call(s, decay)
-    call.chunks()
-    call.forward_sweep()
-    call.scores()
-    call.product(CHUNK, CHUNK, s.m, call.value, call.mat, call.value)  # P U
-    call.weighted(call.key)  # diag(e) Q
-    call.product(CHUNK, s.c, s.m, call.value, call.value, call.key, call.state, name="baddbmm")
-    call.unchunked(s.m, s.size)
+    inputs = s.heads * s.n * (s.c + s.m) * s.size + (2 if decay else 1) * F32 * s.heads * s.n  # k, v, beta, decays
+    prepared = F32 * (call.value + 2 * call.key + call.row + call.whole)  # U0, W, F, b, exp(B)
+    products = 2 * call.whole * CHUNK * CHUNK * (2 * s.c + s.m)  # K K^T, W, U0
+    call.launches.append(Launch("delta_prepare", call.whole, inputs, prepared,
+                                3 * products + 2 * call.whole * CHUNK**3 // 3, "tf32"))
+    call.sweep("delta_forward_sweep", call.value, 2, 2)
+    tiles = s.value_tiles
+    read = 2 * s.heads * s.n * s.c * s.size * tiles + F32 * (call.row * tiles + call.state + call.value)
+    products = 2 * call.whole * CHUNK * (CHUNK * s.c * tiles + s.c * s.m + CHUNK * s.m)  # Q K^T, Q S_c, P U_c
+    call.launches.append(Launch("delta_output", call.whole * tiles, read, s.heads * s.n * s.m * s.size,
+                                3 * products, "tf32"))
     return call.launches
 
 

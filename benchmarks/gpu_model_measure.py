@@ -28,11 +28,12 @@ def measured_seconds(op: str, s: Shape, device: str, repeats: int = 10) -> float
     log_decay = -0.1 * torch.rand(1, s.heads, s.n, generator=gen, device=device)
     log_gate = -0.1 * torch.rand(1, s.heads, s.n, s.c, generator=gen, device=device)
     beta = torch.rand(1, s.heads, s.n, generator=gen, device=device)
+    qn, kn = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
     calls = {"causal": lambda: causal_linear_attention(q, k, v),
              "decayed": lambda: decayed_dot_product(q, k, v, log_decay),
              "gla": lambda: gated_linear_attention(q, k, v, log_gate),
-             "delta": lambda: delta_rule(F.normalize(q, dim=-1), F.normalize(k, dim=-1), v, beta),
-             "gated_delta": lambda: delta_rule(F.normalize(q, dim=-1), F.normalize(k, dim=-1), v, beta, log_decay=log_decay)}
+             "delta": lambda: delta_rule(qn, kn, v, beta),
+             "gated_delta": lambda: delta_rule(qn, kn, v, beta, log_decay=log_decay)}
     times = []
     for step in range(3 + repeats):
         if device == "cuda":

@@ -94,16 +94,6 @@ struct Chunks {
   }
 };
 
-// out (v's dtype, (B, H, N, M)) = scale (diag(e) Q S_c + P U_c) from the chunks, P, the states entering each chunk
-// and the sweep's U.
-inline at::Tensor outputs(const Chunks& x, const at::Tensor& p, const at::Tensor& states, const at::Tensor& u,
-                          double scale, const at::Tensor& v) {
-  const auto pu = at::matmul(p, u);
-  const auto qe = weighted(x.e, x.q);
-  const auto out = at::baddbmm(batch(pu), batch(qe), batch(states), scale, scale);
-  return unchunked(out.view_as(u), v, v.scalar_type());
-}
-
 // What the backward sweep reads: R0 = T^T P^T dO, Rt = T^T F, Qe = diag(e) Q (contiguous); Kb is x.kb.
 inline std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_operands(const Chunks& x, const at::Tensor& p,
                                                                         const at::Tensor& fk, const at::Tensor& dos) {

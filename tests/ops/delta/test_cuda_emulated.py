@@ -26,7 +26,8 @@ from tests.ops.scaled_error import assert_all_close
 # so 16-bit inputs add the rounding of the 16-bit outputs (out, dq, dk, dv) and little else
 TOLERANCE = {"fp32": 2e-5, "tf32": 5e-3, "bf16": 4e-3, "fp16": 5e-4}
 # (N, C, M): N = 1, N not a multiple of the 64-position chunk, whole chunks (no padding copy), C and M 16 to 128
-SHAPES = [(1, 16, 16), (130, 32, 48), (128, 32, 32), (70, 64, 128), pytest.param((65, 128, 128), marks=pytest.mark.slow)]
+SHAPES = [(1, 16, 16), (130, 32, 48), (128, 32, 32), (70, 64, 128),
+          pytest.param((65, 128, 128), marks=pytest.mark.slow)]
 NAMES = ["out", "final state", "dq", "dk", "dv", "d beta", "d log_decay", "d initial state"]
 
 
