@@ -28,7 +28,7 @@ def measured_seconds(op: str, s: Shape, device: str, repeats: int = 10) -> float
     log_decay = -0.1 * torch.rand(1, s.heads, s.n, generator=gen, device=device)
     log_gate = -0.1 * torch.rand(1, s.heads, s.n, s.c, generator=gen, device=device)
     beta = torch.rand(1, s.heads, s.n, generator=gen, device=device)
-    qn, kn = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+    qn, kn = (F.normalize(x.detach().float(), dim=-1).to(dtype).requires_grad_() for x in (q, k))
     calls = {"causal": lambda: causal_linear_attention(q, k, v),
              "decayed": lambda: decayed_dot_product(q, k, v, log_decay),
              "gla": lambda: gated_linear_attention(q, k, v, log_gate),
