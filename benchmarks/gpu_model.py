@@ -11,11 +11,13 @@ tensor that every value-tile block of a (head, chunk) reads is read once per val
 the tensor-core products of whole 64 x 64 chunk tiles, the masked half included. The launches (kernels,
 grid sizes, ATen kernels) are checked against the CUDA emulation, which runs the same launch code on the CPU
 (tests/benchmarks/test_gpu_model.py). The floor of a call is max(bytes / bandwidth, FLOPs / tensor-core
-rate) over its launches, with each GPU's measured rates (RATES). Ops: the normalised causal product
-(``lintf::causal_product``, as linear attention calls it), the decayed product (``lintf::decayed_product``)
-and gated linear attention (``lintf::gated_linear_attention``), bf16, no initial state; the delta rule's
-kernels are not modelled yet. With --measure cuda each row also gets the op's measured fwd+bwd (as a user calls
-it) and its ratio to the floor of the GPU it ran on. Writes gpu_model.md to --out (benchmarks/results).
+rate) over its launches, with each GPU's rates (RATES; fp32 and TF32 products at theirs). Ops: the
+normalised causal product (``lintf::causal_product``, as linear attention calls it), the decayed product
+(``lintf::decayed_product``), gated linear attention (``lintf::gated_linear_attention``) and the delta rule
+(``lintf::delta_rule``) without decay (delta) and with it (gated_delta; launches in
+benchmarks/gpu_model_delta.py), bf16, no initial state. With --measure cuda each row also gets the op's
+measured fwd+bwd (as a user calls it) and its ratio to the floor of the GPU it ran on. Writes gpu_model.md to
+--out (benchmarks/results).
 """
 
 from __future__ import annotations
@@ -24,56 +26,23 @@ import argparse
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.gpu_launches import CHUNK, F32, Launch, Shape
+from benchmarks.gpu_model_delta import delta_backward, delta_forward, gated_delta_backward, gated_delta_forward
+
 RESULTS = Path(__file__).parent / "results"
-CHUNK = 64  # positions per chunk (tile::kChunk)
 THREADS = 256  # threads of a scan block
 ROW_TERMS_ROWS = 8  # rows per block of row_terms_kernel and leaving_products_kernel: one warp each
-F32 = 4
 
 # measured on the machines these kernels ran on: a device-to-device copy through PyTorch (bytes read and
-# written) and an 8192^3 bf16 matrix product on random data (mean of ten after three warm-ups)
+# written) and an 8192^3 bf16 matrix product on random data (mean of ten after three warm-ups) as "tensor";
+# "tf32" is half that, as the data sheets rate TF32 against BF16, and "fp32" (CUDA cores, for fp32 ATen products
+# without TF32) is the data sheets' 67 TFLOP/s: neither was measured
 RATES = {
-    "H100 80GB HBM3": {"bandwidth": 3.0e12, "tensor": 798e12},
-    "H200": {"bandwidth": 4.3e12, "tensor": 788e12},
+    "H100 80GB HBM3": {"bandwidth": 3.0e12, "tensor": 798e12, "tf32": 399e12, "fp32": 67e12},
+    "H200": {"bandwidth": 4.3e12, "tensor": 788e12, "tf32": 394e12, "fp32": 67e12},
 }
-
-
-@dataclass(frozen=True)
-class Shape:
-    """q, k (B*H = heads, n, c) and v (heads, n, m) in a dtype of ``size`` bytes, planned as on an H100 / H200."""
-
-    heads: int
-    n: int
-    c: int
-    m: int
-    size: int = 2
-
-    @property
-    def chunks(self) -> int:
-        return math.ceil(self.n / CHUNK)
-
-    @property
-    def value_width(self) -> int:
-        """mt: value columns per block, the widest (up to 64) whose tiles fit (all do in a Hopper's 227 KiB)."""
-        return 16 * math.ceil(min(self.m, 64) / 16)
-
-    @property
-    def value_tiles(self) -> int:
-        return math.ceil(self.m / self.value_width)
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One kernel launch: its name, blocks (0 for an ATen kernel), global bytes read and written, FLOPs."""
-
-    kernel: str
-    blocks: int
-    read: int
-    written: int
-    flops: int = 0
 
 
 def _sizes(s: Shape) -> dict[str, int]:
@@ -198,6 +167,8 @@ OPS: dict[str, tuple[Callable[[Shape], list[Launch]], Callable[[Shape], list[Lau
     "causal": (causal_forward, causal_backward),
     "decayed": (decayed_forward, decayed_backward),
     "gla": (gla_forward, gla_backward),
+    "delta": (delta_forward, delta_backward),
+    "gated_delta": (gated_delta_forward, gated_delta_backward),
 }
 
 
@@ -205,7 +176,9 @@ def io_bytes(op: str, s: Shape) -> int:
     """Bytes a fwd+bwd must move at least: q, k, v, out read or written once, their gradients, the decays."""
     b = _sizes(s)
     tensors = 2 * (2 * b["qk"] + 2 * b["v"])  # q, k, v, out and dq, dk, dv, grad_out
-    gates = {"decayed": 2 * b["rows"], "gla": 2 * b["rows"] * s.c}.get(op, 0)  # the gates and their gradient
+    # the gates (beta and log_decay for the delta rules) and their gradients
+    gates = {"decayed": 2 * b["rows"], "gla": 2 * b["rows"] * s.c, "delta": 2 * b["rows"],
+             "gated_delta": 4 * b["rows"]}.get(op, 0)
     return tensors + gates
 
 
@@ -217,7 +190,7 @@ def summary(op: str, s: Shape) -> dict:
     row = {"op": op, "heads": s.heads, "n": s.n, "c": s.c, "launches": len(launches), "bytes": moved,
            "io_bytes": io_bytes(op, s), "flops": flops}
     for gpu, rate in RATES.items():
-        row[gpu] = sum(max((x.read + x.written) / rate["bandwidth"], x.flops / rate["tensor"]) for x in launches)
+        row[gpu] = sum(max((x.read + x.written) / rate["bandwidth"], x.flops / rate[x.rate]) for x in launches)
     return row
 
 
@@ -255,12 +228,13 @@ def main(argv: list[str] | None = None) -> None:
     rows = [summary(op, Shape(h, n, d, d)) for op in OPS for h in args.heads for n in args.lengths for d in args.dims]
     for row in rows if measured_on else []:
         row["measured"] = measured_seconds(row["op"], Shape(row["heads"], row["n"], row["c"], row["c"]), args.measure)
-    rates = "; ".join(f"{g}: {r['bandwidth'] / 1e12:.1f} TB/s, {r['tensor'] / 1e12:.0f} TFLOP/s"
-                      for g, r in RATES.items())
+    rates = "; ".join(f"{g}: {r['bandwidth'] / 1e12:.1f} TB/s, {r['tensor'] / 1e12:.0f} TFLOP/s (TF32 "
+                      f"{r['tf32'] / 1e12:.0f}, fp32 {r['fp32'] / 1e12:.0f})" for g, r in RATES.items())
     lines = [
         "# Performance model of the chunked CUDA kernels (fwd+bwd, bf16, no GPU needed)", "",
         f"`python -m benchmarks.gpu_model {' '.join(sys.argv[1:] if argv is None else argv)}`".replace(" `", "`"), "",
-        f"Rates (measured: device-to-device copy, 8192^3 bf16 matmul on random data): {rates}.",
+        f"Rates (measured: device-to-device copy, 8192^3 bf16 matmul on random data; TF32 half the bf16 rate, "
+        f"fp32 CUDA cores from the data sheet): {rates}.",
         "GB moved: global-memory bytes read + written by every launch; x in/out: that over the bytes of q, k, v, "
         "out and their gradients (the fwd+bwd's own inputs and outputs); floor: the sum over launches of "
         "max(bytes / bandwidth, FLOPs / tensor-core rate).", "", *table(rows, measured_on),

@@ -12,11 +12,13 @@ from benchmarks.gpu_model import Shape
 def measured_seconds(op: str, s: Shape, device: str, repeats: int = 10) -> float:
     """Median seconds of one fwd+bwd of the op as a user calls it (value checks included), after 3 warm-ups.
 
-    bf16 on CUDA, fp32 elsewhere; q, k positive (feature-mapped), decays and gates in (0, 1).
+    bf16 on CUDA, fp32 elsewhere; q, k positive (feature-mapped; L2-normalised for the delta rules), decays,
+    gates and the delta rules' beta in (0, 1).
     """
     import torch
+    import torch.nn.functional as F
 
-    from lintf.ops import causal_linear_attention, decayed_dot_product, gated_linear_attention
+    from lintf.ops import causal_linear_attention, decayed_dot_product, delta_rule, gated_linear_attention
 
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     gen = torch.Generator(device=device).manual_seed(0)
@@ -25,9 +27,13 @@ def measured_seconds(op: str, s: Shape, device: str, repeats: int = 10) -> float
     grad = torch.randn(1, s.heads, s.n, s.m, generator=gen, device=device).to(dtype)
     log_decay = -0.1 * torch.rand(1, s.heads, s.n, generator=gen, device=device)
     log_gate = -0.1 * torch.rand(1, s.heads, s.n, s.c, generator=gen, device=device)
+    beta = torch.rand(1, s.heads, s.n, generator=gen, device=device)
+    qn, kn = (F.normalize(x.detach().float(), dim=-1).to(dtype).requires_grad_() for x in (q, k))
     calls = {"causal": lambda: causal_linear_attention(q, k, v),
              "decayed": lambda: decayed_dot_product(q, k, v, log_decay),
-             "gla": lambda: gated_linear_attention(q, k, v, log_gate)}
+             "gla": lambda: gated_linear_attention(q, k, v, log_gate),
+             "delta": lambda: delta_rule(qn, kn, v, beta),
+             "gated_delta": lambda: delta_rule(qn, kn, v, beta, log_decay=log_decay)}
     times = []
     for step in range(3 + repeats):
         if device == "cuda":

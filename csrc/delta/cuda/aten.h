@@ -24,11 +24,21 @@ namespace delta_cuda {
 
 constexpr int64_t kChunk = 64;  // the sweeps' chunk (tile::kChunk, checked in chunk_launch.cuh)
 
-// (B, H, N, F) -> (B * H, nc, kChunk, F) fp32, N zero-padded to nc chunks (zero rows write and decay nothing).
-inline at::Tensor chunked(const at::Tensor& x, int64_t nc) {
-  const int64_t heads = x.size(0) * x.size(1), n = x.size(2), padding = nc * kChunk - n;
-  const auto flat = x.to(at::kFloat).reshape({heads, n, x.size(3)});
-  return at::constant_pad_nd(flat, {0, 0, 0, padding}).reshape({heads, nc, kChunk, x.size(3)});
+// (B, H, N, F) -> (B * H, nc, kChunk, F) fp32 times `factor`, N zero-padded to nc chunks (zero rows write and decay
+// nothing). One pass at most where N fills whole chunks (none for fp32 without a factor); padding adds one.
+inline at::Tensor chunked(const at::Tensor& x, int64_t nc, double factor = 1.0) {
+  const int64_t heads = x.size(0) * x.size(1), n = x.size(2), features = x.size(3), padding = nc * kChunk - n;
+  const auto flat = x.reshape({heads, n, features});
+  at::Tensor out;
+  if (padding == 0) {
+    out = x.scalar_type() == at::kFloat && factor != 1.0 ? flat * factor : flat.to(at::kFloat);
+  } else {
+    out = at::empty({heads, nc * kChunk, features}, x.options().dtype(at::kFloat));
+    out.narrow(1, 0, n).copy_(flat);
+    out.narrow(1, n, padding).zero_();
+  }
+  if (factor != 1.0 && (padding != 0 || x.scalar_type() != at::kFloat)) out.mul_(factor);
+  return out.contiguous().view({heads, nc, kChunk, features});
 }
 
 // (B * H, nc, kChunk, F) -> (B, H, N, F) with (B, H, N) of `like` (B, H, N, .), in dtype.
@@ -37,10 +47,17 @@ inline at::Tensor unchunked(const at::Tensor& x, const at::Tensor& like, at::Sca
   return x.flatten(1, 2).narrow(1, 0, n).reshape({like.size(0), like.size(1), n, x.size(3)}).to(dtype).contiguous();
 }
 
-// One call's chunks: q, k, v (B*H, nc, L, .), beta, e, f (B*H, nc, L, 1), whole = exp(B) (B*H, nc), D, h, T
-// (B*H, nc, L, L).
+// by * x, or x where `by` is undefined (no decay: every factor exp(0) = 1).
+inline at::Tensor weighted(const at::Tensor& by, const at::Tensor& x) { return by.defined() ? by * x : x; }
+
+// (heads, chunks, r, c) -> (heads * chunks, r, c): the batch of a bmm.
+inline at::Tensor batch(const at::Tensor& x) { return x.flatten(0, 1); }
+
+// One call's chunks: q, k, v (B*H, nc, L, .), beta (B*H, nc, L, 1), whole = exp(B) (B*H, nc), h and T
+// (B*H, nc, L, L), a = diag(beta) h; with log_decay also e, f (B*H, nc, L, 1) and D (B*H, nc, L, L), which are
+// undefined without it (all ones, D the lower triangle). ek = diag(e) K, kb = diag(beta e) K.
 struct Chunks {
-  at::Tensor q, k, v, beta, e, f, whole, decay, h, tinv;
+  at::Tensor q, k, v, beta, e, f, whole, decay, h, a, tinv, ek, kb;
   int64_t count;
 
   Chunks(const at::Tensor& q_, const at::Tensor& k_, const at::Tensor& v_, const at::Tensor& beta_,
@@ -48,70 +65,84 @@ struct Chunks {
       : count((q_.size(2) + kChunk - 1) / kChunk) {
     q = chunked(q_, count), k = chunked(k_, count), v = chunked(v_, count);
     beta = chunked(beta_.unsqueeze(3), count);
-    const auto b = log_decay.has_value() ? chunked(log_decay->unsqueeze(3), count).cumsum(2) : at::zeros_like(beta);
-    const auto total = b.narrow(2, kChunk - 1, 1);  // (B*H, nc, 1, 1)
-    e = b.exp(), f = (total - b).exp(), whole = total.flatten(1).exp().contiguous();
-    const auto lower = at::ones({kChunk, kChunk}, q.options().dtype(at::kBool)).tril();
-    const auto exponent = b - b.transpose(2, 3);  // b_t - b_s: (B*H, nc, L, L)
-    decay = exponent.masked_fill(lower.logical_not(), -std::numeric_limits<float>::infinity()).exp();
-    h = (at::matmul(k, k.transpose(2, 3)) * decay).tril(-1);
-    const auto eye = at::eye(kChunk, q.options());
-    tinv = at::linalg_solve_triangular(eye + beta * h, eye.expand_as(h), /*upper=*/false, /*left=*/true,
-                                       /*unitriangular=*/true);
+    h = at::matmul(k, k.transpose(2, 3));  // K K^T, then masked (and decayed) below
+    if (log_decay.has_value()) {
+      const auto b = chunked(log_decay->unsqueeze(3), count).cumsum(2);
+      const auto total = b.narrow(2, kChunk - 1, 1);  // (B*H, nc, 1, 1)
+      e = b.exp(), f = (total - b).exp(), whole = total.flatten(1).exp().contiguous();
+      // exp(b_t - b_s); above the diagonal (possibly inf) cleared by tril, no product is taken there
+      decay = (b - b.transpose(2, 3)).exp().tril_();
+      h.mul_(decay);
+    } else {
+      whole = at::ones({q.size(0), count}, q.options());
+    }
+    h.tril_(-1);
+    ek = weighted(e, k), kb = beta * ek, a = beta * h;
+    const auto eye = at::eye(kChunk, q.options());  // T = (I + a)^{-1}: the solve takes the unit diagonal as given
+    tinv = at::linalg_solve_triangular(a, eye.expand_as(a), /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
   }
 
-  // What the forward sweep reads: U0, W, F (contiguous).
+  // What the forward sweep reads: U0 = T diag(beta) V, W = T diag(beta e) K, F = diag(f) K (contiguous).
   std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_operands() const {
-    return {at::matmul(tinv, beta * v).contiguous(), at::matmul(tinv, beta * e * k).contiguous(),
-            (f * k).contiguous()};
+    return {at::matmul(tinv, beta * v), at::matmul(tinv, kb), weighted(f, k)};
   }
 
-  at::Tensor scores() const { return at::matmul(q, k.transpose(2, 3)) * decay; }  // P
+  // P = (Q K^T) o D.
+  at::Tensor scores() const {
+    const auto qk = at::matmul(q, k.transpose(2, 3));
+    return decay.defined() ? qk.mul_(decay) : qk.tril_();
+  }
 };
 
-// out (v's dtype, (B, H, N, M)) from the chunks, the states entering each chunk and the sweep's U.
-inline at::Tensor outputs(const Chunks& x, const at::Tensor& states, const at::Tensor& u, double scale,
-                          const at::Tensor& v) {
-  const auto out = x.e * at::matmul(x.q, states) + at::matmul(x.scores(), u);
-  return unchunked(out * scale, v, v.scalar_type());
-}
-
-// What the backward sweep reads: R0 = T^T P^T dO, Rt = T^T F, Qe, Kb (contiguous).
-inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_operands(const Chunks& x,
-                                                                                  const at::Tensor& dos) {
+// What the backward sweep reads: R0 = T^T P^T dO, Rt = T^T F, Qe = diag(e) Q (contiguous); Kb is x.kb.
+inline std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_operands(const Chunks& x, const at::Tensor& p,
+                                                                        const at::Tensor& fk, const at::Tensor& dos) {
   const auto tinv_t = x.tinv.transpose(2, 3);
-  return {at::matmul(tinv_t, at::matmul(x.scores().transpose(2, 3), dos)).contiguous(),
-          at::matmul(tinv_t, x.f * x.k).contiguous(), (x.e * x.q).contiguous(), (x.beta * x.e * x.k).contiguous()};
+  return {at::matmul(tinv_t, at::matmul(p.transpose(2, 3), dos)), at::matmul(tinv_t, fk), weighted(x.e, x.q)};
 }
 
-// dq, dk, dv (the inputs' dtype), d beta, d log_decay (fp32; empty without log_decay) from the sweeps' S_c,
-// U_c (forward) and dS_c, dR_c (backward).
+// d log_decay (fp32, (B, H, N)): the reverse cumulative sum inside each chunk of sum_s Z[t][s] - sum_s Z[s][t]
+// + e de - f df, with exp(B) <S_c, dS_c> + sum_s f_s df_s added at the chunk's last row.
+inline at::Tensor log_decay_gradient(const Chunks& x, const at::Tensor& z, const at::Tensor& e_de,
+                                     const at::Tensor& f_df, const at::Tensor& states, const at::Tensor& grads,
+                                     const at::Tensor& q) {
+  auto db = (z - z.transpose(2, 3)).sum(3, true) + e_de - f_df;  // (B*H, nc, L, 1)
+  const auto entering = x.whole * (states * grads).sum({2, 3});  // (B*H, nc)
+  const auto last = entering + f_df.sum({2, 3});
+  db.select(2, kChunk - 1).squeeze(2).add_(last);
+  return unchunked(db.flip(2).cumsum(2).flip(2), q, at::kFloat).squeeze(3);
+}
+
+// dq, dk, dv (the inputs' dtype), d beta, d log_decay (fp32; empty without log_decay) from P, the backward
+// operands F and Qe, the sweeps' S_c, U_c (forward) and dS_c, dR_c (backward). na = -dA = (dR U^T) strictly lower.
 inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gradients(
-    const Chunks& x, const at::Tensor& dos, const at::Tensor& states, const at::Tensor& u, const at::Tensor& grads,
-    const at::Tensor& dr, const at::Tensor& q, bool with_decay) {
-  const auto p = x.scores(), states_t = states.transpose(2, 3), u_t = u.transpose(2, 3);
+    const Chunks& x, const at::Tensor& p, const at::Tensor& fk, const at::Tensor& qe, const at::Tensor& dos,
+    const at::Tensor& states, const at::Tensor& u, const at::Tensor& grads, const at::Tensor& dr,
+    const at::Tensor& q) {
+  const auto states_t = states.transpose(2, 3), u_t = u.transpose(2, 3);
   const auto dp = at::matmul(dos, u_t);
-  auto z = dp * p;
-  const auto dpd = dp * x.decay;
+  const auto dpd = x.decay.defined() ? dp * x.decay : dp.tril();
   const auto dos_st = at::matmul(dos, states_t), u_dst = at::matmul(u, grads.transpose(2, 3));
-  const auto da = -at::matmul(dr, u_t).tril(-1);
+  const auto na = at::matmul(dr, u_t).tril_(-1);
   const auto dx = x.beta * dr;
   const auto rows = at::matmul(dx, states_t);
-  const auto dh = da * x.beta * x.decay;
-  const auto dq = at::matmul(dpd, x.k) + x.e * dos_st;
-  const auto dk = at::matmul(dpd.transpose(2, 3), x.q) + x.f * u_dst + at::matmul(dh + dh.transpose(2, 3), x.k) -
-                  x.e * rows;
-  const auto xs = x.v - x.e * at::matmul(x.k, states);  // X
-  const auto d_beta = (dr * xs).sum(3, true) + (da * x.h).sum(3, true);
+  const auto ndh = weighted(x.decay, na * x.beta);  // -dH = -diag(beta) dA o D
+  const auto dq = at::baddbmm(batch(weighted(x.e, dos_st)), batch(dpd), batch(x.k)).view_as(x.q);
+  const auto fu = weighted(x.f, u_dst);
+  auto dk = fu - weighted(x.e, rows);
+  dk = at::baddbmm(batch(dk), batch(dpd.transpose(2, 3)), batch(x.q));
+  dk = at::baddbmm(dk, batch(ndh + ndh.transpose(2, 3)), batch(x.k), 1, -1).view_as(x.k);
+  const auto xs = at::baddbmm(batch(x.v), batch(x.ek), batch(states), 1, -1).view_as(x.v);  // X = V - diag(e) K S_c
+  const auto dr_xs = (dr * xs).sum(3, true);
+  const auto d_beta = dr_xs - (na * x.h).sum(3, true);
   const auto dtype = q.scalar_type();
   auto d_log_decay = at::empty({0}, dos.options());
-  if (with_decay) {
-    z = z + da * x.beta * x.h;
-    const auto de = (x.q * dos_st).sum(3, true) - (x.k * rows).sum(3, true), df = (x.k * u_dst).sum(3, true);
-    auto db = z.sum(3, true) - z.sum(2).unsqueeze(3) + x.e * de - x.f * df;  // (B*H, nc, L, 1)
-    const auto last = x.whole * (states * grads).sum({2, 3}) + (x.f * df).sum({2, 3});  // (B*H, nc)
-    db.select(2, kChunk - 1).squeeze(2).add_(last);
-    d_log_decay = unchunked(db.flip(2).cumsum(2).flip(2), q, at::kFloat).squeeze(3);
+  if (x.decay.defined()) {
+    const auto dp_p = dp * p;
+    const auto z = dp_p - na * x.a;  // dP o P + dA o diag(beta) h
+    const auto qe_dos = (qe * dos_st).sum(3, true);
+    const auto e_de = qe_dos - (x.ek * rows).sum(3, true), f_df = (fk * u_dst).sum(3, true);
+    d_log_decay = log_decay_gradient(x, z, e_de, f_df, states, grads, q);
   }
   return {unchunked(dq, q, dtype), unchunked(dk, q, dtype), unchunked(dx, q, dtype),
           unchunked(d_beta, q, at::kFloat).squeeze(3), d_log_decay};

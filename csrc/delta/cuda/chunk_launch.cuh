@@ -1,10 +1,12 @@
-// Host side of the CUDA delta rule: which shapes its sweeps take (plan), and the forward and backward as the
-// ATen part (aten.h) and the sequential sweeps (sweeps.cuh) in turn.
+// Host side of the CUDA delta rule: which shapes its kernels take (plan), the forward as three launches (each
+// chunk's operands, the sweep, the outputs: chunk.cuh, sweeps.cuh) and the backward as the ATen part (aten.h)
+// and the sequential sweeps in turn.
 #pragma once
 
 #include "common/cuda/chunk_plan.cuh"
 #include "common/inputs.h"
 #include "delta/cuda/aten.h"
+#include "delta/cuda/chunk.cuh"
 #include "delta/cuda/sweeps.cuh"
 
 #include <tuple>
@@ -28,10 +30,17 @@ struct Layout : SweepLayout {
   __host__ __device__ Layout(int cp, int mt) : SweepLayout(cp, mt) {}
 };
 
-// The dimensions the sweeps run q (B, H, N, C), v (B, H, N, M) with, or nullopt: the chunked kernels' rules
-// (chunk::plan_with) for fp32 tiles.
+// The dimensions the kernels run heads x n positions of c features and m value columns of dtype with on CUDA
+// device `device`, or nullopt: the chunked kernels' rules (chunk::plan_shape) for fp32 tiles.
+inline std::optional<chunk::Dims> plan_shape(at::ScalarType dtype, int64_t heads, int64_t n, int64_t c, int64_t m,
+                                             int device) {
+  return chunk::plan_shape<Layout, delta_chunk::PrepareLayout, delta_chunk::OutputLayout>(dtype, heads, n, c, m,
+                                                                                          device, at::kFloat);
+}
+
+// plan_shape for q (B, H, N, C) and v (B, H, N, M) on q's device.
 inline std::optional<chunk::Dims> plan(const at::Tensor& q, const at::Tensor& v) {
-  return chunk::plan_with<Layout>(q, v, at::kFloat);
+  return plan_shape(q.scalar_type(), q.size(0) * q.size(1), q.size(2), q.size(3), v.size(3), q.get_device());
 }
 
 // Calls fn(std::bool_constant<Split>{}): fp32 products as 3xTF32 unless torch allows TF32 matmuls.
@@ -42,37 +51,79 @@ void with_split(Fn&& fn) {
   });
 }
 
-inline SweepArgs sweep_args(const chunk::Dims& d, const Chunks& x, const at::Tensor& start) {
+inline SweepArgs sweep_args(const chunk::Dims& d, const at::Tensor& whole, const at::Tensor& start) {
   SweepArgs a{};
-  a.whole = x.whole.data_ptr<float>();
+  a.whole = whole.data_ptr<float>();
   a.start = start.defined() ? start.data_ptr<float>() : nullptr;
   a.heads = d.heads, a.c = d.c, a.m = d.m, a.cp = d.cp, a.mt = d.mt, a.chunks = d.chunks, a.value_tiles = d.value_tiles;
   return a;
 }
 
-// S_c entering each chunk (heads, chunks, c, m), U_c (heads, chunks, kChunk, m) and S_N (B, H, c, m).
-inline std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_sweep(const chunk::Dims& d, const Chunks& x,
-                                                                    const at::Tensor& state0, const at::Tensor& q) {
-  const auto [u0, w, fk] = x.forward_operands();
+// The forward sweep's results: S_c entering each chunk (heads, chunks, c, m), U_c (heads, chunks, kChunk, m),
+// S_N (B, H, c, m), and the operand F = diag(f) K it read (the backward reads it again).
+struct Swept {
+  at::Tensor states, u, last, fk;
+};
+
+// The forward sweep over the operands U0, W, F and exp(B) of every chunk.
+inline Swept forward_sweep(const chunk::Dims& d, const at::Tensor& u0, const at::Tensor& w, const at::Tensor& fk,
+                           const at::Tensor& whole, const at::Tensor& state0, const at::Tensor& q) {
   auto states = at::empty({d.heads, d.chunks, d.c, d.m}, u0.options()), u = at::empty_like(u0);
   auto last = at::empty({q.size(0), q.size(1), d.c, d.m}, u0.options());
-  SweepArgs a = sweep_args(d, x, state0);
+  SweepArgs a = sweep_args(d, whole, state0);
   a.prepared = u0.data_ptr<float>(), a.left = w.data_ptr<float>(), a.right = fk.data_ptr<float>();
   a.states = states.data_ptr<float>(), a.rows = u.data_ptr<float>(), a.last = last.data_ptr<float>();
   with_split([&](auto split) {
     chunk::runtime::launch(delta_sweep::delta_forward_sweep_kernel<decltype(split)::value>, d.heads * d.value_tiles,
                            tile::kThreads, SweepLayout(d.cp, d.mt).bytes, a);
   });
-  return {states, u, last};
+  return {states, u, last, fk};
+}
+
+// The forward sweep with the operands the ATen part computes (the backward's recomputation).
+inline Swept forward_sweep(const chunk::Dims& d, const Chunks& x, const at::Tensor& state0, const at::Tensor& q) {
+  const auto [u0, w, fk] = x.forward_operands();
+  return forward_sweep(d, u0, w, fk, x.whole, state0, q);
+}
+
+// Calls fn(T{}, std::bool_constant<Split>{}): T the inputs' element type, Split as with_split.
+template <typename Fn>
+void with_types(at::ScalarType dtype, Fn&& fn) {
+  chunk::dispatch(dtype, "lintf::delta_rule", [&](auto kind) {
+    using T = typename decltype(kind)::Type;
+    with_split([&](auto split) { fn(T{}, split); });
+  });
 }
 
 // log_decay, beta: fp32 (B, H, N); state0: contiguous fp32 (B, H, C, M) or undefined. Returns (out, S_N).
 inline ForwardResult forward(const chunk::Dims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const at::Tensor& beta, const std::optional<at::Tensor>& log_decay, double scale,
                              const at::Tensor& state0) {
-  const Chunks x(q, k, v, beta, log_decay);
-  const auto [states, u, last] = forward_sweep(d, x, state0, q);
-  return {outputs(x, states, u, scale, v), last};
+  const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), beta_c = beta.contiguous();
+  const auto decay_c = log_decay.has_value() ? log_decay->contiguous() : at::Tensor();
+  const auto f32 = v.options().dtype(at::kFloat);
+  auto u0 = at::empty({d.heads, d.chunks, kChunk, d.m}, f32), w = at::empty({d.heads, d.chunks, kChunk, d.c}, f32);
+  auto fk = at::empty_like(w), cumulative = at::empty({d.heads, d.chunks, kChunk}, f32);
+  auto whole = at::empty({d.heads, d.chunks}, f32), out = at::empty(vc.sizes(), vc.options());
+  at::Tensor last;
+  with_types(q.scalar_type(), [&](auto type, auto split) {
+    using T = decltype(type);
+    constexpr bool kSplit = decltype(split)::value;
+    const delta_chunk::PrepareArgs<T> prepare{chunk::data<T>(kc), chunk::data<T>(vc), beta_c.data_ptr<float>(),
+                                              chunk::data<float>(decay_c), u0.data_ptr<float>(), w.data_ptr<float>(),
+                                              fk.data_ptr<float>(), cumulative.data_ptr<float>(),
+                                              whole.data_ptr<float>()};
+    chunk::runtime::launch(delta_chunk::delta_prepare_kernel<T, kSplit>, d.heads * d.chunks, tile::kThreads,
+                           delta_chunk::PrepareLayout<T>(d.cp, d.mt).bytes, prepare, d);
+    const auto swept = forward_sweep(d, u0, w, fk, whole, state0, q);
+    last = swept.last;
+    const delta_chunk::OutputArgs<T> outputs{chunk::data<T>(qc), chunk::data<T>(kc), cumulative.data_ptr<float>(),
+                                             swept.states.data_ptr<float>(), swept.u.data_ptr<float>(),
+                                             reinterpret_cast<T*>(out.data_ptr()), static_cast<float>(scale)};
+    chunk::runtime::launch(delta_chunk::delta_output_kernel<T, kSplit>, d.heads * d.chunks * d.value_tiles,
+                           tile::kThreads, delta_chunk::OutputLayout<T>(d.cp, d.mt).bytes, outputs, d);
+  });
+  return {out, last};
 }
 
 inline BackwardResult backward(const chunk::Dims& d, const at::Tensor& grad_out, const at::Tensor& q,
@@ -80,19 +131,20 @@ inline BackwardResult backward(const chunk::Dims& d, const at::Tensor& grad_out,
                                const std::optional<at::Tensor>& log_decay, double scale, const at::Tensor& state0,
                                const at::Tensor& grad_state) {
   const Chunks x(q, k, v, beta, log_decay);
-  const auto [states, u, last] = forward_sweep(d, x, state0, q);
-  const auto dos = (chunked(grad_out, x.count) * scale).contiguous();
-  const auto [r0, rt, qe, kb] = backward_operands(x, dos);
-  auto grads = at::empty_like(states), dr = at::empty_like(u), d_state0 = at::empty_like(last);
-  SweepArgs a = sweep_args(d, x, grad_state);
+  const auto swept = forward_sweep(d, x, state0, q);
+  const auto dos = chunked(grad_out, x.count, scale), p = x.scores();
+  const auto [r0, rt, qe] = backward_operands(x, p, swept.fk, dos);
+  auto grads = at::empty_like(swept.states), dr = at::empty_like(swept.u), d_state0 = at::empty_like(swept.last);
+  SweepArgs a = sweep_args(d, x.whole, grad_state);
   a.prepared = r0.data_ptr<float>(), a.left = rt.data_ptr<float>(), a.right = qe.data_ptr<float>();
-  a.third = kb.data_ptr<float>(), a.dos = dos.data_ptr<float>();
+  a.third = x.kb.data_ptr<float>(), a.dos = dos.data_ptr<float>();
   a.states = grads.data_ptr<float>(), a.rows = dr.data_ptr<float>(), a.last = d_state0.data_ptr<float>();
   with_split([&](auto split) {
     chunk::runtime::launch(delta_sweep::delta_backward_sweep_kernel<decltype(split)::value>, d.heads * d.value_tiles,
                            tile::kThreads, SweepLayout(d.cp, d.mt).bytes, a);
   });
-  const auto [dq, dk, dv, d_beta, d_log_decay] = gradients(x, dos, states, u, grads, dr, q, log_decay.has_value());
+  const auto [dq, dk, dv, d_beta, d_log_decay] =
+      gradients(x, p, swept.fk, qe, dos, swept.states, swept.u, grads, dr, q);
   return {dq, dk, dv, d_beta, d_log_decay, d_state0};
 }
 

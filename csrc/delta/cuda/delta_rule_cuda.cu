@@ -50,7 +50,7 @@ chunk::Dims planned(const at::Tensor& q, const at::Tensor& v) {
 
 // Whether the kernels take heads of c features and m value columns of dtype on device (the Python routing asks).
 bool delta_rule_cuda_takes(c10::Device device, c10::ScalarType dtype, int64_t c, int64_t m) {
-  return chunk::plan_shape<delta_cuda::Layout>(dtype, 1, 1, c, m, device.index(), at::kFloat).has_value();
+  return delta_cuda::plan_shape(dtype, 1, 1, c, m, device.index()).has_value();
 }
 
 std::tuple<at::Tensor, at::Tensor> delta_rule_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

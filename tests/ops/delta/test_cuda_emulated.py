@@ -25,8 +25,9 @@ from tests.ops.scaled_error import assert_all_close
 # largest |error| / max(1, max |reference|) per input type: the sweeps and the ATen part run fp32 throughout,
 # so 16-bit inputs add the rounding of the 16-bit outputs (out, dq, dk, dv) and little else
 TOLERANCE = {"fp32": 2e-5, "tf32": 5e-3, "bf16": 4e-3, "fp16": 5e-4}
-# (N, C, M): N = 1, N not a multiple of the 64-position chunk, C and M from 16 to 128
-SHAPES = [(1, 16, 16), (130, 32, 48), (70, 64, 128), pytest.param((65, 128, 128), marks=pytest.mark.slow)]
+# (N, C, M): N = 1, N not a multiple of the 64-position chunk, whole chunks (no padding copy), C and M 16 to 128
+SHAPES = [(1, 16, 16), (130, 32, 48), (128, 32, 32), (70, 64, 128),
+          pytest.param((65, 128, 128), marks=pytest.mark.slow)]
 NAMES = ["out", "final state", "dq", "dk", "dv", "d beta", "d log_decay", "d initial state"]
 
 
@@ -95,6 +96,15 @@ def test_cuda_path_matches_the_recurrence(emulated, matmul_precision, kind, deca
 def test_without_initial_state(emulated):
     x = inputs(90, 24, 40, torch.float32, True, state=False)
     assert_all_close(NAMES, run(emulated, x), reference(x), TOLERANCE["fp32"])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_the_inputs_are_left_as_they_were(emulated, dtype):
+    """fp32 inputs of whole chunks are read in place (no copy): nothing may write to them."""
+    x = inputs(128, 16, 16, dtype, True)
+    before = {name: t.clone() for name, t in x.items() if isinstance(t, torch.Tensor)}
+    run(emulated, x)
+    assert all(torch.equal(x[name], t) for name, t in before.items())
 
 
 def test_results_do_not_depend_on_thread_order(emulated):
