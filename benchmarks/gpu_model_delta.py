@@ -124,7 +124,7 @@ def _forward(s: Shape, decay: bool) -> list[Launch]:
 
 
 def _gradients(call: _Call) -> None:
-    """aten.h's gradients(): dq, dk, dv, d beta and (with decay) d log_decay from the sweeps' results."""
+    """aten.h's gradients() (dq, dk, dv and the row terms' operands), then the row terms' kernel."""
     s, mat, row, key, value, state = call.s, call.mat, call.row, call.key, call.value, call.state
     call.product(CHUNK, s.m, CHUNK, mat, value, value)  # dP = dO U^T
     call.aten("mul", mat, mat, mat) if call.decay else call.aten("tril", mat, mat)  # dP o D
@@ -146,30 +146,22 @@ def _gradients(call: _Call) -> None:
     call.aten("add", mat, mat, mat)
     call.product(CHUNK, CHUNK, s.c, key, key, mat, key, name="baddbmm")
     call.product(CHUNK, s.c, s.m, value, value, key, state, name="baddbmm")  # X = V - diag(e) K S_c
-    for name, written, read in (("mul", value, [value, value]), ("sum", row, [value]), ("mul", mat, [mat, mat]),
-                                ("sum", row, [mat]), ("sub", row, [row, row])):  # d beta
-        call.aten(name, written, *read)
-    if call.decay:
-        _log_decay_gradient(call)
     call.unchunked(s.c, s.size)
     call.unchunked(s.c, s.size)
     call.unchunked(s.m, s.size)
-    call.unchunked(1, F32)
+    _row_terms(call)
 
 
-def _log_decay_gradient(call: _Call) -> None:
-    """Z, e de, f df, then log_decay_gradient()'s sums, the last-row term and the reverse cumulative sum."""
-    mat, row, key, whole, state = call.mat, call.row, call.key, call.whole, call.state
-    steps = [("mul", mat, [mat, mat]), ("mul", mat, [mat, mat]), ("sub", mat, [mat, mat]),  # Z
-             ("mul", key, [key, key]), ("sum", row, [key]), ("mul", key, [key, key]), ("sum", row, [key]),
-             ("sub", row, [row, row]), ("mul", key, [key, key]), ("sum", row, [key]),  # e de, f df
-             ("sub", mat, [mat, mat]), ("sum", row, [mat]), ("add", row, [row, row]), ("sub", row, [row, row]),
-             ("mul", state, [state, state]), ("sum", whole, [state]), ("mul", whole, [whole, whole]),
-             ("sum", whole, [row]), ("add", whole, [whole, whole]), ("add_", whole, [whole, whole]),
-             ("flip", row, [row]), ("cumsum", row, [row]), ("flip", row, [row])]
-    for name, written, read in steps:
-        call.aten(name, written, *read)
+def _row_terms(call: _Call) -> None:
+    """delta_row_terms_kernel (d beta; with decay d log_decay), one block per (head, chunk), then both to (B, H, N)."""
+    read = 2 * call.mat + 2 * call.value  # na, h; dR, X
+    if call.decay:
+        read += 3 * call.mat + 6 * call.key + 2 * call.state + call.whole  # dP, P, a; six key terms; S_c, dS_c; exp(B)
+    written = (2 if call.decay else 1) * call.row
+    call.launches.append(Launch("delta_row_terms", call.whole, F32 * read, F32 * written, read, "fp32"))
     call.unchunked(1, F32)
+    if call.decay:
+        call.unchunked(1, F32)
 
 
 def _backward(s: Shape, decay: bool) -> list[Launch]:

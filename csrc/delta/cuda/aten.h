@@ -6,7 +6,7 @@
 //   W = T diag(beta e) K, U0 = T diag(beta) V, F = diag(f) K   -> sweep: S_c, U_c = U0 - W S_c
 //   out = scale (diag(e) Q S_c + P U_c)
 // Backward (dO = scale grad_out; the sweep gives dS_c = dL/dS after chunk c and dR_c = T^T dU_c, with
-// dU = P^T dO + F dS_c), as the CPU kernel (../cpu/sweeps.h): X = V - diag(e) K S_c,
+// dU = P^T dO + F dS_c), as the CPU kernel (../cpu/sweeps.h; d beta and d log_decay in row_terms.cuh): X = V - diag(e) K S_c,
 //   dP = dO U^T,  dQ = (dP o D) K + diag(e) dO S_c^T,  dK = (dP o D)^T Q + diag(f) U dS_c^T + (dH + dH^T) K
 //     - diag(e) dX S_c^T,  dV = dX = diag(beta) dR,  dA = -(dR U^T) strictly lower, dH = diag(beta) dA o D,
 //   d beta = rows of dR . X + rows of dA . h,
@@ -101,21 +101,14 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_operands(const Ch
   return {at::matmul(tinv_t, at::matmul(p.transpose(2, 3), dos)), at::matmul(tinv_t, fk), weighted(x.e, x.q)};
 }
 
-// d log_decay (fp32, (B, H, N)): the reverse cumulative sum inside each chunk of sum_s Z[t][s] - sum_s Z[s][t]
-// + e de - f df, with exp(B) <S_c, dS_c> + sum_s f_s df_s added at the chunk's last row.
-inline at::Tensor log_decay_gradient(const Chunks& x, const at::Tensor& z, const at::Tensor& e_de,
-                                     const at::Tensor& f_df, const at::Tensor& states, const at::Tensor& grads,
-                                     const at::Tensor& q) {
-  auto db = (z - z.transpose(2, 3)).sum(3, true) + e_de - f_df;  // (B*H, nc, L, 1)
-  const auto entering = x.whole * (states * grads).sum({2, 3});  // (B*H, nc)
-  const auto last = entering + f_df.sum({2, 3});
-  db.select(2, kChunk - 1).squeeze(2).add_(last);
-  return unchunked(db.flip(2).cumsum(2).flip(2), q, at::kFloat).squeeze(3);
-}
+// What the per-row gradient terms (d beta, d log_decay: row_terms.cuh) read, all (B*H, nc, kChunk, .) fp32.
+struct RowTermOperands {
+  at::Tensor dp, p, na, a, h, qe, dos_st, ek, rows, fk, u_dst, dr, xs;
+};
 
-// dq, dk, dv (the inputs' dtype), d beta, d log_decay (fp32; empty without log_decay) from P, the backward
-// operands F and Qe, the sweeps' S_c, U_c (forward) and dS_c, dR_c (backward). na = -dA = (dR U^T) strictly lower.
-inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gradients(
+// dq, dk, dv (the inputs' dtype) and the operands of the per-row terms from P, the backward operands F and Qe,
+// the sweeps' S_c, U_c (forward) and dS_c, dR_c (backward). na = -dA = (dR U^T) strictly lower.
+inline std::tuple<at::Tensor, at::Tensor, at::Tensor, RowTermOperands> gradients(
     const Chunks& x, const at::Tensor& p, const at::Tensor& fk, const at::Tensor& qe, const at::Tensor& dos,
     const at::Tensor& states, const at::Tensor& u, const at::Tensor& grads, const at::Tensor& dr,
     const at::Tensor& q) {
@@ -133,19 +126,9 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gr
   dk = at::baddbmm(batch(dk), batch(dpd.transpose(2, 3)), batch(x.q));
   dk = at::baddbmm(dk, batch(ndh + ndh.transpose(2, 3)), batch(x.k), 1, -1).view_as(x.k);
   const auto xs = at::baddbmm(batch(x.v), batch(x.ek), batch(states), 1, -1).view_as(x.v);  // X = V - diag(e) K S_c
-  const auto dr_xs = (dr * xs).sum(3, true);
-  const auto d_beta = dr_xs - (na * x.h).sum(3, true);
   const auto dtype = q.scalar_type();
-  auto d_log_decay = at::empty({0}, dos.options());
-  if (x.decay.defined()) {
-    const auto dp_p = dp * p;
-    const auto z = dp_p - na * x.a;  // dP o P + dA o diag(beta) h
-    const auto qe_dos = (qe * dos_st).sum(3, true);
-    const auto e_de = qe_dos - (x.ek * rows).sum(3, true), f_df = (fk * u_dst).sum(3, true);
-    d_log_decay = log_decay_gradient(x, z, e_de, f_df, states, grads, q);
-  }
   return {unchunked(dq, q, dtype), unchunked(dk, q, dtype), unchunked(dx, q, dtype),
-          unchunked(d_beta, q, at::kFloat).squeeze(3), d_log_decay};
+          RowTermOperands{dp, p, na, x.a, x.h, qe, dos_st, x.ek, rows, fk, u_dst, dr, xs}};
 }
 
 }  // namespace delta_cuda

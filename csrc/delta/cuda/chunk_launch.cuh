@@ -7,6 +7,7 @@
 #include "common/inputs.h"
 #include "delta/cuda/aten.h"
 #include "delta/cuda/chunk.cuh"
+#include "delta/cuda/row_terms.cuh"
 #include "delta/cuda/sweeps.cuh"
 
 #include <tuple>
@@ -126,6 +127,24 @@ inline ForwardResult forward(const chunk::Dims& d, const at::Tensor& q, const at
   return {out, last};
 }
 
+// d beta and d log_decay (fp32 (B, H, N); d log_decay empty without decay) by delta_row_terms_kernel.
+inline std::tuple<at::Tensor, at::Tensor> row_terms(const chunk::Dims& d, const RowTermOperands& o,
+                                                    const at::Tensor& states, const at::Tensor& grads,
+                                                    const at::Tensor& whole, const at::Tensor& q, bool decay) {
+  const auto f32 = whole.options();
+  auto d_beta = at::empty({d.heads, d.chunks, kChunk, 1}, f32);
+  auto d_log_decay = decay ? at::empty_like(d_beta) : at::Tensor();
+  const auto ptr = [](const at::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; };
+  const delta_rows::RowTermArgs a{ptr(o.dp), ptr(o.p), ptr(o.na), ptr(o.a), ptr(o.h), ptr(o.qe), ptr(o.dos_st),
+                                  ptr(o.ek), ptr(o.rows), ptr(o.fk), ptr(o.u_dst), ptr(o.dr), ptr(o.xs),
+                                  states.data_ptr<float>(), grads.data_ptr<float>(), whole.data_ptr<float>(),
+                                  d_beta.data_ptr<float>(), ptr(d_log_decay), d.c, d.m};
+  chunk::runtime::launch(delta_rows::delta_row_terms_kernel, d.heads * d.chunks, tile::kThreads,
+                         delta_rows::RowTermLayout().bytes, a);
+  return {unchunked(d_beta, q, at::kFloat).squeeze(3),
+          decay ? unchunked(d_log_decay, q, at::kFloat).squeeze(3) : at::empty({0}, f32)};
+}
+
 inline BackwardResult backward(const chunk::Dims& d, const at::Tensor& grad_out, const at::Tensor& q,
                                const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                const std::optional<at::Tensor>& log_decay, double scale, const at::Tensor& state0,
@@ -143,8 +162,8 @@ inline BackwardResult backward(const chunk::Dims& d, const at::Tensor& grad_out,
     chunk::runtime::launch(delta_sweep::delta_backward_sweep_kernel<decltype(split)::value>, d.heads * d.value_tiles,
                            tile::kThreads, SweepLayout(d.cp, d.mt).bytes, a);
   });
-  const auto [dq, dk, dv, d_beta, d_log_decay] =
-      gradients(x, p, swept.fk, qe, dos, swept.states, swept.u, grads, dr, q);
+  const auto [dq, dk, dv, terms] = gradients(x, p, swept.fk, qe, dos, swept.states, swept.u, grads, dr, q);
+  const auto [d_beta, d_log_decay] = row_terms(d, terms, swept.states, grads, x.whole, q, log_decay.has_value());
   return {dq, dk, dv, d_beta, d_log_decay, d_state0};
 }
 
