@@ -3,8 +3,9 @@
 ``csrc/delta/cuda/chunk_launch.cuh`` runs the forward as three kernels (``chunk.cuh``: each chunk's UT
 transform and the sweep's operands, one block per (head, chunk); the sweep, one block per (head, value tile)
 walking the chunks in order, ``sweeps.cuh``; the outputs, one block per (head, chunk, value tile)), and the
-backward as batched fp32 ATen kernels (``aten.h``: the chunks' operands again, the outputs' and gradients'
-terms) around both sweeps. This module lists those launches in the order the launch code makes them, with
+backward as the same chunk kernel (writing the chunks' terms too), batched fp32 ATen kernels (``aten.h``: the
+backward sweep's operands, the outputs' and gradients' terms) around both sweeps, and one kernel for the
+per-row terms d beta and d log_decay (``row_terms.cuh``). This module lists those launches in the order the launch code makes them, with
 the bytes each reads and writes: an ATen kernel reads its operands and writes its result once (an in-place
 one reads and writes its tensor), a block reads the whole-width key operands and its value columns of its
 chunks. The ATen products run fp32 on CUDA cores (torch's default, no TF32), the kernels' products as 3xTF32
@@ -60,36 +61,17 @@ class _Call:
         if self.decay:
             self.aten("mul", elements, self.row, elements)
 
-    def chunks(self) -> None:
-        """The Chunks constructor: q, k, v, beta chunked, K K^T, the decays, h, a = diag(beta) h and T."""
-        s, mat, row = self.s, self.mat, self.row
-        for features, size in ((s.c, s.size), (s.c, s.size), (s.m, s.size), (1, F32)):
-            self.chunked(features, size)
-        self.product(CHUNK, s.c, CHUNK, mat, self.key, self.key)
-        if self.decay:
-            self.chunked(1, F32)
-            for name, written, read in (("cumsum", row, [row]), ("exp", row, [row]), ("sub", row, [self.whole, row]),
-                                        ("exp", row, [row]), ("exp", self.whole, [self.whole]),
-                                        ("sub", mat, [row, row]), ("exp", mat, [mat]), ("tril_", mat, [mat]),
-                                        ("mul_", mat, [mat, mat])):
-                self.aten(name, written, *read)
-        else:
-            self.aten("ones", self.whole)
-        self.aten("tril_", mat, mat)
-        self.weighted(self.key)  # ek
-        self.aten("mul", self.key, row, self.key)  # kb
-        self.aten("mul", mat, row, mat)  # a
-        self.aten("eye", CHUNK * CHUNK)
-        self.aten("linalg_solve_triangular", mat, mat, mat, flops=self.whole * CHUNK**3)
-
-    def forward_sweep(self) -> None:
-        """The operands U0, W, F, then the forward sweep (S_c, U_c, S_N)."""
+    def prepare(self, for_backward: bool) -> None:
+        """delta_prepare_kernel: k, v, beta, log_decay in; U0, W, F, b, exp(B) out, and for the backward e, f, D,
+        h, a, T, diag(e) K and diag(beta e) K (e, f, D and diag(e) K only with decay)."""
         s = self.s
-        self.aten("mul", self.value, self.row, self.value)
-        self.product(CHUNK, CHUNK, s.m, self.value, self.mat, self.value)
-        self.product(CHUNK, CHUNK, s.c, self.key, self.mat, self.key)
-        self.weighted(self.key)
-        self.sweep("delta_forward_sweep", self.value, 2, 2)
+        read = s.heads * s.n * (s.c + s.m) * s.size + (2 if self.decay else 1) * F32 * s.heads * s.n
+        written = self.value + 2 * self.key + self.row + self.whole
+        if for_backward:
+            written += 3 * self.mat + self.key + ((2 * self.row + self.mat + self.key) if self.decay else 0)
+        products = 2 * self.whole * CHUNK * CHUNK * (2 * s.c + s.m)  # K K^T, W, U0
+        self.launches.append(Launch("delta_prepare", self.whole, read, F32 * written,
+                                    3 * products + 2 * self.whole * CHUNK**3 // 3, "tf32"))
 
     def sweep(self, name: str, values: int, keys: int, products: int) -> None:
         """A sweep reading ``values`` fp32 elements, ``keys`` whole key operands per value tile, writing S_c, rows,
@@ -109,11 +91,7 @@ class _Call:
 def _forward(s: Shape, decay: bool) -> list[Launch]:
     """delta_prepare_kernel, the forward sweep, delta_output_kernel."""
     call = _Call(s, decay)
-    inputs = s.heads * s.n * (s.c + s.m) * s.size + (2 if decay else 1) * F32 * s.heads * s.n  # k, v, beta, decays
-    prepared = F32 * (call.value + 2 * call.key + call.row + call.whole)  # U0, W, F, b, exp(B)
-    products = 2 * call.whole * CHUNK * CHUNK * (2 * s.c + s.m)  # K K^T, W, U0
-    call.launches.append(Launch("delta_prepare", call.whole, inputs, prepared,
-                                3 * products + 2 * call.whole * CHUNK**3 // 3, "tf32"))
+    call.prepare(False)
     call.sweep("delta_forward_sweep", call.value, 2, 2)
     tiles = s.value_tiles
     read = 2 * s.heads * s.n * s.c * s.size * tiles + F32 * (call.row * tiles + call.state + call.value)
@@ -166,8 +144,10 @@ def _row_terms(call: _Call) -> None:
 
 def _backward(s: Shape, decay: bool) -> list[Launch]:
     call = _Call(s, decay)
-    call.chunks()
-    call.forward_sweep()
+    call.prepare(True)
+    for features, size in ((s.c, s.size), (s.c, s.size), (s.m, s.size), (1, F32)):  # q, k, v, beta in chunks
+        call.chunked(features, size)
+    call.sweep("delta_forward_sweep", call.value, 2, 2)
     call.chunked(s.m, s.size, factor=True)  # dO = scale grad_out
     call.scores()
     call.product(CHUNK, CHUNK, s.m, call.value, call.mat, call.value)  # P^T dO

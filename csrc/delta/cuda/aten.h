@@ -6,7 +6,8 @@
 //   W = T diag(beta e) K, U0 = T diag(beta) V, F = diag(f) K   -> sweep: S_c, U_c = U0 - W S_c
 //   out = scale (diag(e) Q S_c + P U_c)
 // Backward (dO = scale grad_out; the sweep gives dS_c = dL/dS after chunk c and dR_c = T^T dU_c, with
-// dU = P^T dO + F dS_c), as the CPU kernel (../cpu/sweeps.h; d beta and d log_decay in row_terms.cuh): X = V - diag(e) K S_c,
+// dU = P^T dO + F dS_c), as the CPU kernel (../cpu/sweeps.h; d beta, d log_decay: row_terms.cuh):
+//   X = V - diag(e) K S_c,
 //   dP = dO U^T,  dQ = (dP o D) K + diag(e) dO S_c^T,  dK = (dP o D)^T Q + diag(f) U dS_c^T + (dH + dH^T) K
 //     - diag(e) dX S_c^T,  dV = dX = diag(beta) dR,  dA = -(dR U^T) strictly lower, dH = diag(beta) dA o D,
 //   d beta = rows of dR . X + rows of dA . h,
@@ -53,38 +54,30 @@ inline at::Tensor weighted(const at::Tensor& by, const at::Tensor& x) { return b
 // (heads, chunks, r, c) -> (heads * chunks, r, c): the batch of a bmm.
 inline at::Tensor batch(const at::Tensor& x) { return x.flatten(0, 1); }
 
+// What delta_prepare_kernel (chunk.cuh) writes: the sweep's operands U0 (B*H, nc, L, M), W, F (B*H, nc, L, C),
+// b (B*H, nc, L), exp(B) (B*H, nc); for the backward also e, f (B*H, nc, L), D, h, a, T (B*H, nc, L, L),
+// ek, kb (B*H, nc, L, C) (e, f, D, ek undefined without decay; all of them undefined in the forward).
+struct Prepared {
+  at::Tensor u0, w, fk, cumulative, whole;
+  at::Tensor e, f, decay, h, a, tinv, ek, kb;
+};
+
 // One call's chunks: q, k, v (B*H, nc, L, .), beta (B*H, nc, L, 1), whole = exp(B) (B*H, nc), h and T
 // (B*H, nc, L, L), a = diag(beta) h; with log_decay also e, f (B*H, nc, L, 1) and D (B*H, nc, L, L), which are
-// undefined without it (all ones, D the lower triangle). ek = diag(e) K, kb = diag(beta e) K.
+// undefined without it (all ones, D the lower triangle). ek = diag(e) K, kb = diag(beta e) K. All but q, k, v
+// and beta come from delta_prepare_kernel.
 struct Chunks {
   at::Tensor q, k, v, beta, e, f, whole, decay, h, a, tinv, ek, kb;
   int64_t count;
 
   Chunks(const at::Tensor& q_, const at::Tensor& k_, const at::Tensor& v_, const at::Tensor& beta_,
-         const std::optional<at::Tensor>& log_decay)
+         const Prepared& p)
       : count((q_.size(2) + kChunk - 1) / kChunk) {
     q = chunked(q_, count), k = chunked(k_, count), v = chunked(v_, count);
     beta = chunked(beta_.unsqueeze(3), count);
-    h = at::matmul(k, k.transpose(2, 3));  // K K^T, then masked (and decayed) below
-    if (log_decay.has_value()) {
-      const auto b = chunked(log_decay->unsqueeze(3), count).cumsum(2);
-      const auto total = b.narrow(2, kChunk - 1, 1);  // (B*H, nc, 1, 1)
-      e = b.exp(), f = (total - b).exp(), whole = total.flatten(1).exp().contiguous();
-      // exp(b_t - b_s); above the diagonal (possibly inf) cleared by tril, no product is taken there
-      decay = (b - b.transpose(2, 3)).exp().tril_();
-      h.mul_(decay);
-    } else {
-      whole = at::ones({q.size(0), count}, q.options());
-    }
-    h.tril_(-1);
-    ek = weighted(e, k), kb = beta * ek, a = beta * h;
-    const auto eye = at::eye(kChunk, q.options());  // T = (I + a)^{-1}: the solve takes the unit diagonal as given
-    tinv = at::linalg_solve_triangular(a, eye.expand_as(a), /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
-  }
-
-  // What the forward sweep reads: U0 = T diag(beta) V, W = T diag(beta e) K, F = diag(f) K (contiguous).
-  std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_operands() const {
-    return {at::matmul(tinv, beta * v), at::matmul(tinv, kb), weighted(f, k)};
+    const auto rows = [&](const at::Tensor& t) { return t.defined() ? t.unsqueeze(3) : t; };  // (B*H, nc, L, 1)
+    e = rows(p.e), f = rows(p.f), whole = p.whole, decay = p.decay, h = p.h, a = p.a, tinv = p.tinv;
+    ek = p.ek.defined() ? p.ek : k, kb = p.kb;
   }
 
   // P = (Q K^T) o D.

@@ -1,6 +1,6 @@
 // Host side of the CUDA delta rule: which shapes its kernels take (plan), the forward as three launches (each
-// chunk's operands, the sweep, the outputs: chunk.cuh, sweeps.cuh) and the backward as the ATen part (aten.h)
-// and the sequential sweeps in turn.
+// chunk's operands, the sweep, the outputs: chunk.cuh, sweeps.cuh) and the backward as the same chunk kernel,
+// the ATen part (aten.h) around both sequential sweeps, and the per-row terms (row_terms.cuh).
 #pragma once
 
 #include "common/cuda/chunk_plan.cuh"
@@ -11,6 +11,7 @@
 #include "delta/cuda/sweeps.cuh"
 
 #include <tuple>
+#include <vector>
 #include <type_traits>
 
 namespace lintf {
@@ -81,12 +82,6 @@ inline Swept forward_sweep(const chunk::Dims& d, const at::Tensor& u0, const at:
   return {states, u, last, fk};
 }
 
-// The forward sweep with the operands the ATen part computes (the backward's recomputation).
-inline Swept forward_sweep(const chunk::Dims& d, const Chunks& x, const at::Tensor& state0, const at::Tensor& q) {
-  const auto [u0, w, fk] = x.forward_operands();
-  return forward_sweep(d, u0, w, fk, x.whole, state0, q);
-}
-
 // Calls fn(T{}, std::bool_constant<Split>{}): T the inputs' element type, Split as with_split.
 template <typename Fn>
 void with_types(at::ScalarType dtype, Fn&& fn) {
@@ -96,35 +91,56 @@ void with_types(at::ScalarType dtype, Fn&& fn) {
   });
 }
 
+// delta_prepare_kernel over every chunk: the sweep's operands, and with `for_backward` the chunks' terms the
+// backward reads (Prepared). k, v contiguous (B, H, N, .); beta, log_decay contiguous fp32 (B, H, N) or undefined.
+inline Prepared prepare(const chunk::Dims& d, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                        const at::Tensor& log_decay, bool for_backward) {
+  const auto f32 = v.options().dtype(at::kFloat);
+  const bool decay = log_decay.defined();
+  const auto per_chunk = [&](bool wanted, at::IntArrayRef each) {  // (heads, chunks, each...) or undefined
+    std::vector<int64_t> sizes = {d.heads, d.chunks};
+    sizes.insert(sizes.end(), each.begin(), each.end());
+    return wanted ? at::empty(sizes, f32) : at::Tensor();
+  };
+  const auto keys = [&](bool wanted) { return per_chunk(wanted, {kChunk, d.c}); };
+  const auto mats = [&](bool wanted) { return per_chunk(wanted, {kChunk, kChunk}); };
+  const auto rows = [&](bool wanted) { return per_chunk(wanted, {kChunk}); };
+  Prepared p{at::empty({d.heads, d.chunks, kChunk, d.m}, f32), keys(true), keys(true), rows(true),
+             at::empty({d.heads, d.chunks}, f32), rows(for_backward && decay), rows(for_backward && decay),
+             mats(for_backward && decay), mats(for_backward), mats(for_backward), mats(for_backward),
+             keys(for_backward && decay), keys(for_backward)};
+  const auto ptr = [](const at::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; };
+  with_types(k.scalar_type(), [&](auto type, auto split) {
+    using T = decltype(type);
+    const delta_chunk::PrepareArgs<T> args{chunk::data<T>(k), chunk::data<T>(v), beta.data_ptr<float>(),
+                                           chunk::data<float>(log_decay), ptr(p.u0), ptr(p.w), ptr(p.fk),
+                                           ptr(p.cumulative), ptr(p.whole), ptr(p.e), ptr(p.f), ptr(p.decay),
+                                           ptr(p.h), ptr(p.a), ptr(p.tinv), ptr(p.ek), ptr(p.kb)};
+    chunk::runtime::launch(delta_chunk::delta_prepare_kernel<T, decltype(split)::value>, d.heads * d.chunks,
+                           tile::kThreads, delta_chunk::PrepareLayout<T>(d.cp, d.mt).bytes, args, d);
+  });
+  return p;
+}
+
 // log_decay, beta: fp32 (B, H, N); state0: contiguous fp32 (B, H, C, M) or undefined. Returns (out, S_N).
 inline ForwardResult forward(const chunk::Dims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const at::Tensor& beta, const std::optional<at::Tensor>& log_decay, double scale,
                              const at::Tensor& state0) {
-  const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), beta_c = beta.contiguous();
-  const auto decay_c = log_decay.has_value() ? log_decay->contiguous() : at::Tensor();
-  const auto f32 = v.options().dtype(at::kFloat);
-  auto u0 = at::empty({d.heads, d.chunks, kChunk, d.m}, f32), w = at::empty({d.heads, d.chunks, kChunk, d.c}, f32);
-  auto fk = at::empty_like(w), cumulative = at::empty({d.heads, d.chunks, kChunk}, f32);
-  auto whole = at::empty({d.heads, d.chunks}, f32), out = at::empty(vc.sizes(), vc.options());
-  at::Tensor last;
+  const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  const auto decay = log_decay.has_value() ? log_decay->contiguous() : at::Tensor();
+  const auto p = prepare(d, kc, vc, beta.contiguous(), decay, false);
+  const auto swept = forward_sweep(d, p.u0, p.w, p.fk, p.whole, state0, q);
+  auto out = at::empty(vc.sizes(), vc.options());
   with_types(q.scalar_type(), [&](auto type, auto split) {
     using T = decltype(type);
-    constexpr bool kSplit = decltype(split)::value;
-    const delta_chunk::PrepareArgs<T> prepare{chunk::data<T>(kc), chunk::data<T>(vc), beta_c.data_ptr<float>(),
-                                              chunk::data<float>(decay_c), u0.data_ptr<float>(), w.data_ptr<float>(),
-                                              fk.data_ptr<float>(), cumulative.data_ptr<float>(),
-                                              whole.data_ptr<float>()};
-    chunk::runtime::launch(delta_chunk::delta_prepare_kernel<T, kSplit>, d.heads * d.chunks, tile::kThreads,
-                           delta_chunk::PrepareLayout<T>(d.cp, d.mt).bytes, prepare, d);
-    const auto swept = forward_sweep(d, u0, w, fk, whole, state0, q);
-    last = swept.last;
-    const delta_chunk::OutputArgs<T> outputs{chunk::data<T>(qc), chunk::data<T>(kc), cumulative.data_ptr<float>(),
-                                             swept.states.data_ptr<float>(), swept.u.data_ptr<float>(),
-                                             reinterpret_cast<T*>(out.data_ptr()), static_cast<float>(scale)};
-    chunk::runtime::launch(delta_chunk::delta_output_kernel<T, kSplit>, d.heads * d.chunks * d.value_tiles,
-                           tile::kThreads, delta_chunk::OutputLayout<T>(d.cp, d.mt).bytes, outputs, d);
+    const delta_chunk::OutputArgs<T> args{chunk::data<T>(qc), chunk::data<T>(kc), p.cumulative.data_ptr<float>(),
+                                          swept.states.data_ptr<float>(), swept.u.data_ptr<float>(),
+                                          reinterpret_cast<T*>(out.data_ptr()), static_cast<float>(scale)};
+    chunk::runtime::launch(delta_chunk::delta_output_kernel<T, decltype(split)::value>,
+                           d.heads * d.chunks * d.value_tiles, tile::kThreads,
+                           delta_chunk::OutputLayout<T>(d.cp, d.mt).bytes, args, d);
   });
-  return {out, last};
+  return {out, swept.last};
 }
 
 // d beta and d log_decay (fp32 (B, H, N); d log_decay empty without decay) by delta_row_terms_kernel.
@@ -149,8 +165,10 @@ inline BackwardResult backward(const chunk::Dims& d, const at::Tensor& grad_out,
                                const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                const std::optional<at::Tensor>& log_decay, double scale, const at::Tensor& state0,
                                const at::Tensor& grad_state) {
-  const Chunks x(q, k, v, beta, log_decay);
-  const auto swept = forward_sweep(d, x, state0, q);
+  const auto decay = log_decay.has_value() ? log_decay->contiguous() : at::Tensor();
+  const auto prepared = prepare(d, k.contiguous(), v.contiguous(), beta.contiguous(), decay, true);
+  const Chunks x(q, k, v, beta, prepared);
+  const auto swept = forward_sweep(d, prepared.u0, prepared.w, prepared.fk, prepared.whole, state0, q);
   const auto dos = chunked(grad_out, x.count, scale), p = x.scores();
   const auto [r0, rt, qe] = backward_operands(x, p, swept.fk, dos);
   auto grads = at::empty_like(swept.states), dr = at::empty_like(swept.u), d_state0 = at::empty_like(swept.last);
