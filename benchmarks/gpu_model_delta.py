@@ -39,16 +39,14 @@ class _Call:
         """A batched (rows x inner) (inner x cols) product per chunk."""
         self.aten(name, written, *read, flops=2 * self.whole * rows * inner * cols)
 
-    def chunked(self, features: int, size: int, factor: bool = False) -> None:
-        """aten.h's chunked(): an input of ``size``-byte elements to fp32 chunks (times a factor)."""
+    def chunked(self, features: int, size: int) -> None:
+        """aten.h's chunked(): an input of ``size``-byte elements to fp32 chunks."""
         given, whole = self.s.heads * self.s.n * features, self.row * features
         if self.padded:
             self.launches.append(Launch("aten.copy_", 0, size * given, F32 * given))
             self.aten("zero_", whole - given)
-        elif size != F32 or factor:
-            self.launches.append(Launch("aten._to_copy" if size != F32 else "aten.mul", 0, size * given, F32 * whole))
-        if factor and (self.padded or size != F32):
-            self.aten("mul_", whole, whole)
+        elif size != F32:
+            self.launches.append(Launch("aten._to_copy", 0, size * given, F32 * whole))
 
     def unchunked(self, features: int, size: int) -> None:
         """aten.h's unchunked(): fp32 chunks back to (B, H, N, features) in ``size``-byte elements."""
@@ -81,11 +79,6 @@ class _Call:
         written = F32 * (self.state + self.value + s.heads * s.c * s.m)
         flops = 3 * products * 2 * self.row * s.c * s.m
         self.launches.append(Launch(name, s.heads * s.value_tiles, read, written, flops, "tf32"))
-
-    def scores(self) -> None:
-        """P = (Q K^T) o D."""
-        self.product(CHUNK, self.s.c, CHUNK, self.mat, self.key, self.key)
-        self.aten("mul_" if self.decay else "tril_", self.mat, self.mat, *([self.mat] if self.decay else []))
 
 
 def _forward(s: Shape, decay: bool) -> list[Launch]:
@@ -148,12 +141,11 @@ def _backward(s: Shape, decay: bool) -> list[Launch]:
     for features, size in ((s.c, s.size), (s.c, s.size), (s.m, s.size), (1, F32)):  # q, k, v, beta in chunks
         call.chunked(features, size)
     call.sweep("delta_forward_sweep", call.value, 2, 2)
-    call.chunked(s.m, s.size, factor=True)  # dO = scale grad_out
-    call.scores()
-    call.product(CHUNK, CHUNK, s.m, call.value, call.mat, call.value)  # P^T dO
-    call.product(CHUNK, CHUNK, s.m, call.value, call.mat, call.value)  # R0 = T^T P^T dO
-    call.product(CHUNK, CHUNK, s.c, call.key, call.mat, call.key)  # Rt = T^T F
-    call.weighted(call.key)  # Qe
+    # delta_backward_operands_kernel: q, k, grad_out, b, T, F in; P, Qe, dO, R0, Rt out
+    read = s.heads * s.n * (2 * s.c + s.m) * s.size + F32 * (call.row + call.mat + call.key)
+    written = F32 * (call.mat + 2 * call.key + 2 * call.value)
+    products = 2 * call.whole * CHUNK * CHUNK * (s.c + s.c + 2 * s.m)  # Q K^T, T^T F, P^T dO, T^T (P^T dO)
+    call.launches.append(Launch("delta_backward_operands", call.whole, read, written, 3 * products, "tf32"))
     call.sweep("delta_backward_sweep", 2 * call.value, 3, 3)
     _gradients(call)
     return call.launches

@@ -25,20 +25,19 @@ namespace delta_cuda {
 
 constexpr int64_t kChunk = 64;  // the sweeps' chunk (tile::kChunk, checked in chunk_launch.cuh)
 
-// (B, H, N, F) -> (B * H, nc, kChunk, F) fp32 times `factor`, N zero-padded to nc chunks (zero rows write and decay
-// nothing). One pass at most where N fills whole chunks (none for fp32 without a factor); padding adds one.
-inline at::Tensor chunked(const at::Tensor& x, int64_t nc, double factor = 1.0) {
+// (B, H, N, F) -> (B * H, nc, kChunk, F) fp32, N zero-padded to nc chunks (zero rows write and decay nothing).
+// One pass at most where N fills whole chunks (none for fp32), two with padding.
+inline at::Tensor chunked(const at::Tensor& x, int64_t nc) {
   const int64_t heads = x.size(0) * x.size(1), n = x.size(2), features = x.size(3), padding = nc * kChunk - n;
   const auto flat = x.reshape({heads, n, features});
   at::Tensor out;
   if (padding == 0) {
-    out = x.scalar_type() == at::kFloat && factor != 1.0 ? flat * factor : flat.to(at::kFloat);
+    out = flat.to(at::kFloat);
   } else {
     out = at::empty({heads, nc * kChunk, features}, x.options().dtype(at::kFloat));
     out.narrow(1, 0, n).copy_(flat);
     out.narrow(1, n, padding).zero_();
   }
-  if (factor != 1.0 && (padding != 0 || x.scalar_type() != at::kFloat)) out.mul_(factor);
   return out.contiguous().view({heads, nc, kChunk, features});
 }
 
@@ -79,20 +78,7 @@ struct Chunks {
     e = rows(p.e), f = rows(p.f), whole = p.whole, decay = p.decay, h = p.h, a = p.a, tinv = p.tinv;
     ek = p.ek.defined() ? p.ek : k, kb = p.kb;
   }
-
-  // P = (Q K^T) o D.
-  at::Tensor scores() const {
-    const auto qk = at::matmul(q, k.transpose(2, 3));
-    return decay.defined() ? qk.mul_(decay) : qk.tril_();
-  }
 };
-
-// What the backward sweep reads: R0 = T^T P^T dO, Rt = T^T F, Qe = diag(e) Q (contiguous); Kb is x.kb.
-inline std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_operands(const Chunks& x, const at::Tensor& p,
-                                                                        const at::Tensor& fk, const at::Tensor& dos) {
-  const auto tinv_t = x.tinv.transpose(2, 3);
-  return {at::matmul(tinv_t, at::matmul(p.transpose(2, 3), dos)), at::matmul(tinv_t, fk), weighted(x.e, x.q)};
-}
 
 // What the per-row gradient terms (d beta, d log_decay: row_terms.cuh) read, all (B*H, nc, kChunk, .) fp32.
 struct RowTermOperands {

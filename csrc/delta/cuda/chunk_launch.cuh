@@ -6,6 +6,7 @@
 #include "common/cuda/chunk_plan.cuh"
 #include "common/inputs.h"
 #include "delta/cuda/aten.h"
+#include "delta/cuda/backward_operands.cuh"
 #include "delta/cuda/chunk.cuh"
 #include "delta/cuda/row_terms.cuh"
 #include "delta/cuda/sweeps.cuh"
@@ -36,8 +37,8 @@ struct Layout : SweepLayout {
 // device `device`, or nullopt: the chunked kernels' rules (chunk::plan_shape) for fp32 tiles.
 inline std::optional<chunk::Dims> plan_shape(at::ScalarType dtype, int64_t heads, int64_t n, int64_t c, int64_t m,
                                              int device) {
-  return chunk::plan_shape<Layout, delta_chunk::PrepareLayout, delta_chunk::OutputLayout>(dtype, heads, n, c, m,
-                                                                                          device, at::kFloat);
+  return chunk::plan_shape<Layout, delta_chunk::PrepareLayout, delta_chunk::OutputLayout,
+                           delta_backward::OperandLayout>(dtype, heads, n, c, m, device, at::kFloat);
 }
 
 // plan_shape for q (B, H, N, C) and v (B, H, N, M) on q's device.
@@ -143,6 +144,28 @@ inline ForwardResult forward(const chunk::Dims& d, const at::Tensor& q, const at
   return {out, swept.last};
 }
 
+// P, Qe, dO = scale grad_out in chunks, R0 and Rt (backward_operands.cuh) from q, k, grad_out (contiguous,
+// (B, H, N, .)) and the chunk kernel's b, T and F.
+inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_operands(
+    const chunk::Dims& d, const at::Tensor& q, const at::Tensor& k, const at::Tensor& grad_out, const Prepared& pr,
+    double scale) {
+  const auto f32 = pr.w.options();
+  auto p = at::empty({d.heads, d.chunks, kChunk, kChunk}, f32), qe = at::empty_like(pr.w);
+  auto dos = at::empty_like(pr.u0), r0 = at::empty_like(pr.u0), rt = at::empty_like(pr.w);
+  with_types(q.scalar_type(), [&](auto type, auto split) {
+    using T = decltype(type);
+    const delta_backward::OperandArgs<T> args{chunk::data<T>(q), chunk::data<T>(k), chunk::data<T>(grad_out),
+                                              pr.cumulative.data_ptr<float>(), pr.tinv.data_ptr<float>(),
+                                              pr.fk.data_ptr<float>(), p.data_ptr<float>(), qe.data_ptr<float>(),
+                                              dos.data_ptr<float>(), r0.data_ptr<float>(), rt.data_ptr<float>(),
+                                              static_cast<float>(scale)};
+    chunk::runtime::launch(delta_backward::delta_backward_operands_kernel<T, decltype(split)::value>,
+                           d.heads * d.chunks, tile::kThreads, delta_backward::OperandLayout<T>(d.cp, d.mt).bytes,
+                           args, d);
+  });
+  return {p, qe, dos, r0, rt};
+}
+
 // d beta and d log_decay (fp32 (B, H, N); d log_decay empty without decay) by delta_row_terms_kernel.
 inline std::tuple<at::Tensor, at::Tensor> row_terms(const chunk::Dims& d, const RowTermOperands& o,
                                                     const at::Tensor& states, const at::Tensor& grads,
@@ -169,8 +192,8 @@ inline BackwardResult backward(const chunk::Dims& d, const at::Tensor& grad_out,
   const auto prepared = prepare(d, k.contiguous(), v.contiguous(), beta.contiguous(), decay, true);
   const Chunks x(q, k, v, beta, prepared);
   const auto swept = forward_sweep(d, prepared.u0, prepared.w, prepared.fk, prepared.whole, state0, q);
-  const auto dos = chunked(grad_out, x.count, scale), p = x.scores();
-  const auto [r0, rt, qe] = backward_operands(x, p, swept.fk, dos);
+  const auto g = grad_out.to(q.scalar_type()).contiguous();
+  const auto [p, qe, dos, r0, rt] = backward_operands(d, q.contiguous(), k.contiguous(), g, prepared, scale);
   auto grads = at::empty_like(swept.states), dr = at::empty_like(swept.u), d_state0 = at::empty_like(swept.last);
   SweepArgs a = sweep_args(d, x.whole, grad_state);
   a.prepared = r0.data_ptr<float>(), a.left = rt.data_ptr<float>(), a.right = qe.data_ptr<float>();
