@@ -3,8 +3,9 @@
 ``csrc/delta/cuda/chunk_launch.cuh`` runs the forward as three kernels (``chunk.cuh``: each chunk's UT
 transform and the sweep's operands, one block per (head, chunk); the sweep, one block per (head, value tile)
 walking the chunks in order, ``sweeps.cuh``; the outputs, one block per (head, chunk, value tile)), and the
-backward as batched fp32 ATen kernels (``aten.h``: the chunks' operands again, the outputs' and gradients'
-terms) around both sweeps. This module lists those launches in the order the launch code makes them, with
+backward as the same chunk kernel (writing the chunks' terms too), batched fp32 ATen kernels (``aten.h``: the
+backward sweep's operands, the outputs' and gradients' terms) around both sweeps, and one kernel for the
+per-row terms d beta and d log_decay (``row_terms.cuh``). This module lists those launches in the order the launch code makes them, with
 the bytes each reads and writes: an ATen kernel reads its operands and writes its result once (an in-place
 one reads and writes its tensor), a block reads the whole-width key operands and its value columns of its
 chunks. The ATen products run fp32 on CUDA cores (torch's default, no TF32), the kernels' products as 3xTF32
@@ -38,16 +39,14 @@ class _Call:
         """A batched (rows x inner) (inner x cols) product per chunk."""
         self.aten(name, written, *read, flops=2 * self.whole * rows * inner * cols)
 
-    def chunked(self, features: int, size: int, factor: bool = False) -> None:
-        """aten.h's chunked(): an input of ``size``-byte elements to fp32 chunks (times a factor)."""
+    def chunked(self, features: int, size: int) -> None:
+        """aten.h's chunked(): an input of ``size``-byte elements to fp32 chunks."""
         given, whole = self.s.heads * self.s.n * features, self.row * features
         if self.padded:
             self.launches.append(Launch("aten.copy_", 0, size * given, F32 * given))
             self.aten("zero_", whole - given)
-        elif size != F32 or factor:
-            self.launches.append(Launch("aten._to_copy" if size != F32 else "aten.mul", 0, size * given, F32 * whole))
-        if factor and (self.padded or size != F32):
-            self.aten("mul_", whole, whole)
+        elif size != F32:
+            self.launches.append(Launch("aten._to_copy", 0, size * given, F32 * whole))
 
     def unchunked(self, features: int, size: int) -> None:
         """aten.h's unchunked(): fp32 chunks back to (B, H, N, features) in ``size``-byte elements."""
@@ -60,36 +59,17 @@ class _Call:
         if self.decay:
             self.aten("mul", elements, self.row, elements)
 
-    def chunks(self) -> None:
-        """The Chunks constructor: q, k, v, beta chunked, K K^T, the decays, h, a = diag(beta) h and T."""
-        s, mat, row = self.s, self.mat, self.row
-        for features, size in ((s.c, s.size), (s.c, s.size), (s.m, s.size), (1, F32)):
-            self.chunked(features, size)
-        self.product(CHUNK, s.c, CHUNK, mat, self.key, self.key)
-        if self.decay:
-            self.chunked(1, F32)
-            for name, written, read in (("cumsum", row, [row]), ("exp", row, [row]), ("sub", row, [self.whole, row]),
-                                        ("exp", row, [row]), ("exp", self.whole, [self.whole]),
-                                        ("sub", mat, [row, row]), ("exp", mat, [mat]), ("tril_", mat, [mat]),
-                                        ("mul_", mat, [mat, mat])):
-                self.aten(name, written, *read)
-        else:
-            self.aten("ones", self.whole)
-        self.aten("tril_", mat, mat)
-        self.weighted(self.key)  # ek
-        self.aten("mul", self.key, row, self.key)  # kb
-        self.aten("mul", mat, row, mat)  # a
-        self.aten("eye", CHUNK * CHUNK)
-        self.aten("linalg_solve_triangular", mat, mat, mat, flops=self.whole * CHUNK**3)
-
-    def forward_sweep(self) -> None:
-        """The operands U0, W, F, then the forward sweep (S_c, U_c, S_N)."""
+    def prepare(self, for_backward: bool) -> None:
+        """delta_prepare_kernel: k, v, beta, log_decay in; U0, W, F, b, exp(B) out, and for the backward e, f, D,
+        h, a, T, diag(e) K and diag(beta e) K (e, f, D and diag(e) K only with decay)."""
         s = self.s
-        self.aten("mul", self.value, self.row, self.value)
-        self.product(CHUNK, CHUNK, s.m, self.value, self.mat, self.value)
-        self.product(CHUNK, CHUNK, s.c, self.key, self.mat, self.key)
-        self.weighted(self.key)
-        self.sweep("delta_forward_sweep", self.value, 2, 2)
+        read = s.heads * s.n * (s.c + s.m) * s.size + (2 if self.decay else 1) * F32 * s.heads * s.n
+        written = self.value + 2 * self.key + self.row + self.whole
+        if for_backward:
+            written += 3 * self.mat + self.key + ((2 * self.row + self.mat + self.key) if self.decay else 0)
+        products = 2 * self.whole * CHUNK * CHUNK * (2 * s.c + s.m)  # K K^T, W, U0
+        self.launches.append(Launch("delta_prepare", self.whole, read, F32 * written,
+                                    3 * products + 2 * self.whole * CHUNK**3 // 3, "tf32"))
 
     def sweep(self, name: str, values: int, keys: int, products: int) -> None:
         """A sweep reading ``values`` fp32 elements, ``keys`` whole key operands per value tile, writing S_c, rows,
@@ -100,20 +80,11 @@ class _Call:
         flops = 3 * products * 2 * self.row * s.c * s.m
         self.launches.append(Launch(name, s.heads * s.value_tiles, read, written, flops, "tf32"))
 
-    def scores(self) -> None:
-        """P = (Q K^T) o D."""
-        self.product(CHUNK, self.s.c, CHUNK, self.mat, self.key, self.key)
-        self.aten("mul_" if self.decay else "tril_", self.mat, self.mat, *([self.mat] if self.decay else []))
-
 
 def _forward(s: Shape, decay: bool) -> list[Launch]:
     """delta_prepare_kernel, the forward sweep, delta_output_kernel."""
     call = _Call(s, decay)
-    inputs = s.heads * s.n * (s.c + s.m) * s.size + (2 if decay else 1) * F32 * s.heads * s.n  # k, v, beta, decays
-    prepared = F32 * (call.value + 2 * call.key + call.row + call.whole)  # U0, W, F, b, exp(B)
-    products = 2 * call.whole * CHUNK * CHUNK * (2 * s.c + s.m)  # K K^T, W, U0
-    call.launches.append(Launch("delta_prepare", call.whole, inputs, prepared,
-                                3 * products + 2 * call.whole * CHUNK**3 // 3, "tf32"))
+    call.prepare(False)
     call.sweep("delta_forward_sweep", call.value, 2, 2)
     tiles = s.value_tiles
     read = 2 * s.heads * s.n * s.c * s.size * tiles + F32 * (call.row * tiles + call.state + call.value)
@@ -124,7 +95,7 @@ def _forward(s: Shape, decay: bool) -> list[Launch]:
 
 
 def _gradients(call: _Call) -> None:
-    """aten.h's gradients(): dq, dk, dv, d beta and (with decay) d log_decay from the sweeps' results."""
+    """aten.h's gradients() (dq, dk, dv and the row terms' operands), then the row terms' kernel."""
     s, mat, row, key, value, state = call.s, call.mat, call.row, call.key, call.value, call.state
     call.product(CHUNK, s.m, CHUNK, mat, value, value)  # dP = dO U^T
     call.aten("mul", mat, mat, mat) if call.decay else call.aten("tril", mat, mat)  # dP o D
@@ -146,42 +117,35 @@ def _gradients(call: _Call) -> None:
     call.aten("add", mat, mat, mat)
     call.product(CHUNK, CHUNK, s.c, key, key, mat, key, name="baddbmm")
     call.product(CHUNK, s.c, s.m, value, value, key, state, name="baddbmm")  # X = V - diag(e) K S_c
-    for name, written, read in (("mul", value, [value, value]), ("sum", row, [value]), ("mul", mat, [mat, mat]),
-                                ("sum", row, [mat]), ("sub", row, [row, row])):  # d beta
-        call.aten(name, written, *read)
-    if call.decay:
-        _log_decay_gradient(call)
     call.unchunked(s.c, s.size)
     call.unchunked(s.c, s.size)
     call.unchunked(s.m, s.size)
-    call.unchunked(1, F32)
+    _row_terms(call)
 
 
-def _log_decay_gradient(call: _Call) -> None:
-    """Z, e de, f df, then log_decay_gradient()'s sums, the last-row term and the reverse cumulative sum."""
-    mat, row, key, whole, state = call.mat, call.row, call.key, call.whole, call.state
-    steps = [("mul", mat, [mat, mat]), ("mul", mat, [mat, mat]), ("sub", mat, [mat, mat]),  # Z
-             ("mul", key, [key, key]), ("sum", row, [key]), ("mul", key, [key, key]), ("sum", row, [key]),
-             ("sub", row, [row, row]), ("mul", key, [key, key]), ("sum", row, [key]),  # e de, f df
-             ("sub", mat, [mat, mat]), ("sum", row, [mat]), ("add", row, [row, row]), ("sub", row, [row, row]),
-             ("mul", state, [state, state]), ("sum", whole, [state]), ("mul", whole, [whole, whole]),
-             ("sum", whole, [row]), ("add", whole, [whole, whole]), ("add_", whole, [whole, whole]),
-             ("flip", row, [row]), ("cumsum", row, [row]), ("flip", row, [row])]
-    for name, written, read in steps:
-        call.aten(name, written, *read)
+def _row_terms(call: _Call) -> None:
+    """delta_row_terms_kernel (d beta; with decay d log_decay), one block per (head, chunk), then both to (B, H, N)."""
+    read = 2 * call.mat + 2 * call.value  # na, h; dR, X
+    if call.decay:
+        read += 3 * call.mat + 6 * call.key + 2 * call.state + call.whole  # dP, P, a; six key terms; S_c, dS_c; exp(B)
+    written = (2 if call.decay else 1) * call.row
+    call.launches.append(Launch("delta_row_terms", call.whole, F32 * read, F32 * written, read, "fp32"))
     call.unchunked(1, F32)
+    if call.decay:
+        call.unchunked(1, F32)
 
 
 def _backward(s: Shape, decay: bool) -> list[Launch]:
     call = _Call(s, decay)
-    call.chunks()
-    call.forward_sweep()
-    call.chunked(s.m, s.size, factor=True)  # dO = scale grad_out
-    call.scores()
-    call.product(CHUNK, CHUNK, s.m, call.value, call.mat, call.value)  # P^T dO
-    call.product(CHUNK, CHUNK, s.m, call.value, call.mat, call.value)  # R0 = T^T P^T dO
-    call.product(CHUNK, CHUNK, s.c, call.key, call.mat, call.key)  # Rt = T^T F
-    call.weighted(call.key)  # Qe
+    call.prepare(True)
+    for features, size in ((s.c, s.size), (s.c, s.size), (s.m, s.size), (1, F32)):  # q, k, v, beta in chunks
+        call.chunked(features, size)
+    call.sweep("delta_forward_sweep", call.value, 2, 2)
+    # delta_backward_operands_kernel: q, k, grad_out, b, T, F in; P, Qe, dO, R0, Rt out
+    read = s.heads * s.n * (2 * s.c + s.m) * s.size + F32 * (call.row + call.mat + call.key)
+    written = F32 * (call.mat + 2 * call.key + 2 * call.value)
+    products = 2 * call.whole * CHUNK * CHUNK * (s.c + s.c + 2 * s.m)  # Q K^T, T^T F, P^T dO, T^T (P^T dO)
+    call.launches.append(Launch("delta_backward_operands", call.whole, read, written, 3 * products, "tf32"))
     call.sweep("delta_backward_sweep", 2 * call.value, 3, 3)
     _gradients(call)
     return call.launches

@@ -6,7 +6,8 @@
 //   W = T diag(beta e) K, U0 = T diag(beta) V, F = diag(f) K   -> sweep: S_c, U_c = U0 - W S_c
 //   out = scale (diag(e) Q S_c + P U_c)
 // Backward (dO = scale grad_out; the sweep gives dS_c = dL/dS after chunk c and dR_c = T^T dU_c, with
-// dU = P^T dO + F dS_c), as the CPU kernel (../cpu/sweeps.h): X = V - diag(e) K S_c,
+// dU = P^T dO + F dS_c), as the CPU kernel (../cpu/sweeps.h; d beta, d log_decay: row_terms.cuh):
+//   X = V - diag(e) K S_c,
 //   dP = dO U^T,  dQ = (dP o D) K + diag(e) dO S_c^T,  dK = (dP o D)^T Q + diag(f) U dS_c^T + (dH + dH^T) K
 //     - diag(e) dX S_c^T,  dV = dX = diag(beta) dR,  dA = -(dR U^T) strictly lower, dH = diag(beta) dA o D,
 //   d beta = rows of dR . X + rows of dA . h,
@@ -24,20 +25,19 @@ namespace delta_cuda {
 
 constexpr int64_t kChunk = 64;  // the sweeps' chunk (tile::kChunk, checked in chunk_launch.cuh)
 
-// (B, H, N, F) -> (B * H, nc, kChunk, F) fp32 times `factor`, N zero-padded to nc chunks (zero rows write and decay
-// nothing). One pass at most where N fills whole chunks (none for fp32 without a factor); padding adds one.
-inline at::Tensor chunked(const at::Tensor& x, int64_t nc, double factor = 1.0) {
+// (B, H, N, F) -> (B * H, nc, kChunk, F) fp32, N zero-padded to nc chunks (zero rows write and decay nothing).
+// One pass at most where N fills whole chunks (none for fp32), two with padding.
+inline at::Tensor chunked(const at::Tensor& x, int64_t nc) {
   const int64_t heads = x.size(0) * x.size(1), n = x.size(2), features = x.size(3), padding = nc * kChunk - n;
   const auto flat = x.reshape({heads, n, features});
   at::Tensor out;
   if (padding == 0) {
-    out = x.scalar_type() == at::kFloat && factor != 1.0 ? flat * factor : flat.to(at::kFloat);
+    out = flat.to(at::kFloat);
   } else {
     out = at::empty({heads, nc * kChunk, features}, x.options().dtype(at::kFloat));
     out.narrow(1, 0, n).copy_(flat);
     out.narrow(1, n, padding).zero_();
   }
-  if (factor != 1.0 && (padding != 0 || x.scalar_type() != at::kFloat)) out.mul_(factor);
   return out.contiguous().view({heads, nc, kChunk, features});
 }
 
@@ -53,69 +53,41 @@ inline at::Tensor weighted(const at::Tensor& by, const at::Tensor& x) { return b
 // (heads, chunks, r, c) -> (heads * chunks, r, c): the batch of a bmm.
 inline at::Tensor batch(const at::Tensor& x) { return x.flatten(0, 1); }
 
+// What delta_prepare_kernel (chunk.cuh) writes: the sweep's operands U0 (B*H, nc, L, M), W, F (B*H, nc, L, C),
+// b (B*H, nc, L), exp(B) (B*H, nc); for the backward also e, f (B*H, nc, L), D, h, a, T (B*H, nc, L, L),
+// ek, kb (B*H, nc, L, C) (e, f, D, ek undefined without decay; all of them undefined in the forward).
+struct Prepared {
+  at::Tensor u0, w, fk, cumulative, whole;
+  at::Tensor e, f, decay, h, a, tinv, ek, kb;
+};
+
 // One call's chunks: q, k, v (B*H, nc, L, .), beta (B*H, nc, L, 1), whole = exp(B) (B*H, nc), h and T
 // (B*H, nc, L, L), a = diag(beta) h; with log_decay also e, f (B*H, nc, L, 1) and D (B*H, nc, L, L), which are
-// undefined without it (all ones, D the lower triangle). ek = diag(e) K, kb = diag(beta e) K.
+// undefined without it (all ones, D the lower triangle). ek = diag(e) K, kb = diag(beta e) K. All but q, k, v
+// and beta come from delta_prepare_kernel.
 struct Chunks {
   at::Tensor q, k, v, beta, e, f, whole, decay, h, a, tinv, ek, kb;
   int64_t count;
 
   Chunks(const at::Tensor& q_, const at::Tensor& k_, const at::Tensor& v_, const at::Tensor& beta_,
-         const std::optional<at::Tensor>& log_decay)
+         const Prepared& p)
       : count((q_.size(2) + kChunk - 1) / kChunk) {
     q = chunked(q_, count), k = chunked(k_, count), v = chunked(v_, count);
     beta = chunked(beta_.unsqueeze(3), count);
-    h = at::matmul(k, k.transpose(2, 3));  // K K^T, then masked (and decayed) below
-    if (log_decay.has_value()) {
-      const auto b = chunked(log_decay->unsqueeze(3), count).cumsum(2);
-      const auto total = b.narrow(2, kChunk - 1, 1);  // (B*H, nc, 1, 1)
-      e = b.exp(), f = (total - b).exp(), whole = total.flatten(1).exp().contiguous();
-      // exp(b_t - b_s); above the diagonal (possibly inf) cleared by tril, no product is taken there
-      decay = (b - b.transpose(2, 3)).exp().tril_();
-      h.mul_(decay);
-    } else {
-      whole = at::ones({q.size(0), count}, q.options());
-    }
-    h.tril_(-1);
-    ek = weighted(e, k), kb = beta * ek, a = beta * h;
-    const auto eye = at::eye(kChunk, q.options());  // T = (I + a)^{-1}: the solve takes the unit diagonal as given
-    tinv = at::linalg_solve_triangular(a, eye.expand_as(a), /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
-  }
-
-  // What the forward sweep reads: U0 = T diag(beta) V, W = T diag(beta e) K, F = diag(f) K (contiguous).
-  std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_operands() const {
-    return {at::matmul(tinv, beta * v), at::matmul(tinv, kb), weighted(f, k)};
-  }
-
-  // P = (Q K^T) o D.
-  at::Tensor scores() const {
-    const auto qk = at::matmul(q, k.transpose(2, 3));
-    return decay.defined() ? qk.mul_(decay) : qk.tril_();
+    const auto rows = [&](const at::Tensor& t) { return t.defined() ? t.unsqueeze(3) : t; };  // (B*H, nc, L, 1)
+    e = rows(p.e), f = rows(p.f), whole = p.whole, decay = p.decay, h = p.h, a = p.a, tinv = p.tinv;
+    ek = p.ek.defined() ? p.ek : k, kb = p.kb;
   }
 };
 
-// What the backward sweep reads: R0 = T^T P^T dO, Rt = T^T F, Qe = diag(e) Q (contiguous); Kb is x.kb.
-inline std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_operands(const Chunks& x, const at::Tensor& p,
-                                                                        const at::Tensor& fk, const at::Tensor& dos) {
-  const auto tinv_t = x.tinv.transpose(2, 3);
-  return {at::matmul(tinv_t, at::matmul(p.transpose(2, 3), dos)), at::matmul(tinv_t, fk), weighted(x.e, x.q)};
-}
+// What the per-row gradient terms (d beta, d log_decay: row_terms.cuh) read, all (B*H, nc, kChunk, .) fp32.
+struct RowTermOperands {
+  at::Tensor dp, p, na, a, h, qe, dos_st, ek, rows, fk, u_dst, dr, xs;
+};
 
-// d log_decay (fp32, (B, H, N)): the reverse cumulative sum inside each chunk of sum_s Z[t][s] - sum_s Z[s][t]
-// + e de - f df, with exp(B) <S_c, dS_c> + sum_s f_s df_s added at the chunk's last row.
-inline at::Tensor log_decay_gradient(const Chunks& x, const at::Tensor& z, const at::Tensor& e_de,
-                                     const at::Tensor& f_df, const at::Tensor& states, const at::Tensor& grads,
-                                     const at::Tensor& q) {
-  auto db = (z - z.transpose(2, 3)).sum(3, true) + e_de - f_df;  // (B*H, nc, L, 1)
-  const auto entering = x.whole * (states * grads).sum({2, 3});  // (B*H, nc)
-  const auto last = entering + f_df.sum({2, 3});
-  db.select(2, kChunk - 1).squeeze(2).add_(last);
-  return unchunked(db.flip(2).cumsum(2).flip(2), q, at::kFloat).squeeze(3);
-}
-
-// dq, dk, dv (the inputs' dtype), d beta, d log_decay (fp32; empty without log_decay) from P, the backward
-// operands F and Qe, the sweeps' S_c, U_c (forward) and dS_c, dR_c (backward). na = -dA = (dR U^T) strictly lower.
-inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gradients(
+// dq, dk, dv (the inputs' dtype) and the operands of the per-row terms from P, the backward operands F and Qe,
+// the sweeps' S_c, U_c (forward) and dS_c, dR_c (backward). na = -dA = (dR U^T) strictly lower.
+inline std::tuple<at::Tensor, at::Tensor, at::Tensor, RowTermOperands> gradients(
     const Chunks& x, const at::Tensor& p, const at::Tensor& fk, const at::Tensor& qe, const at::Tensor& dos,
     const at::Tensor& states, const at::Tensor& u, const at::Tensor& grads, const at::Tensor& dr,
     const at::Tensor& q) {
@@ -133,19 +105,9 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gr
   dk = at::baddbmm(batch(dk), batch(dpd.transpose(2, 3)), batch(x.q));
   dk = at::baddbmm(dk, batch(ndh + ndh.transpose(2, 3)), batch(x.k), 1, -1).view_as(x.k);
   const auto xs = at::baddbmm(batch(x.v), batch(x.ek), batch(states), 1, -1).view_as(x.v);  // X = V - diag(e) K S_c
-  const auto dr_xs = (dr * xs).sum(3, true);
-  const auto d_beta = dr_xs - (na * x.h).sum(3, true);
   const auto dtype = q.scalar_type();
-  auto d_log_decay = at::empty({0}, dos.options());
-  if (x.decay.defined()) {
-    const auto dp_p = dp * p;
-    const auto z = dp_p - na * x.a;  // dP o P + dA o diag(beta) h
-    const auto qe_dos = (qe * dos_st).sum(3, true);
-    const auto e_de = qe_dos - (x.ek * rows).sum(3, true), f_df = (fk * u_dst).sum(3, true);
-    d_log_decay = log_decay_gradient(x, z, e_de, f_df, states, grads, q);
-  }
   return {unchunked(dq, q, dtype), unchunked(dk, q, dtype), unchunked(dx, q, dtype),
-          unchunked(d_beta, q, at::kFloat).squeeze(3), d_log_decay};
+          RowTermOperands{dp, p, na, x.a, x.h, qe, dos_st, x.ek, rows, fk, u_dst, dr, xs}};
 }
 
 }  // namespace delta_cuda

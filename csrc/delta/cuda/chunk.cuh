@@ -3,7 +3,8 @@
 // inside a chunk, e = exp(b), f = exp(B - b), D[t][s] = exp(b_t - b_s) on and below the diagonal.
 //   1. delta_prepare_kernel, one block per (head, chunk): b, exp(B), A = diag(beta) ((K K^T) o D) strictly
 //      lower, T = (I + A)^{-1} by forward substitution, and the sweep's operands U0 = T diag(beta) V,
-//      W = T diag(beta e) K and F = diag(f) K, all fp32 in (heads, chunks, kChunk, .) arrays;
+//      W = T diag(beta e) K and F = diag(f) K, all fp32 in (heads, chunks, kChunk, .) arrays; for the
+//      backward (which runs it too) also e, f, D, h = (K K^T) o D strictly lower, A, T, diag(e) K, diag(beta e) K;
 //   2. the forward sweep (sweeps.cuh): S_c entering each chunk and U_c = U0_c - W_c S_c;
 //   3. delta_output_kernel, one block per (head, chunk, value tile):
 //        out = scale (diag(e) Q S_c + ((Q K^T) o D) U_c).
@@ -31,6 +32,9 @@ struct PrepareArgs {
   const float *beta, *log_decay;  // (heads, n); log_decay null: no decay
   float *u0, *w, *f;              // (heads, chunks, kChunk, m), (heads, chunks, kChunk, c) twice
   float *cumulative, *whole;      // b: (heads, chunks, kChunk); exp(B): (heads, chunks)
+  // for the backward (null: not written): e, f (heads, chunks, kChunk); D, h, A, T (heads, chunks, kChunk,
+  // kChunk); diag(e) K, diag(beta e) K (heads, chunks, kChunk, c)
+  float *e, *f_rows, *decay, *h, *a, *t, *ek, *kb;
 };
 
 // fp32 tiles (T, the inputs' type, only names the instance, as chunk::plan_shape expects of a layout).
@@ -92,6 +96,7 @@ __device__ void load_rows(const PrepareArgs<T>& a, const Block& blk, float* b, f
   for (int t = threadIdx.x; t < kChunk; t += blockDim.x) {
     e[t] = expf(b[t]), f[t] = expf(total - b[t]);
     a.cumulative[blk.state * kChunk + t] = b[t];
+    if (a.e != nullptr) a.e[blk.state * kChunk + t] = e[t], a.f_rows[blk.state * kChunk + t] = f[t];
   }
   if (threadIdx.x == 0) a.whole[blk.state] = expf(total);
 }
@@ -110,20 +115,34 @@ __global__ void __launch_bounds__(tile::kThreads) delta_prepare_kernel(PrepareAr
   // K K^T, k read as a column-major (cp x kChunk) operand; fragments above the diagonal are not needed
   tile::block_mma<float, Split, true, false>(sh.k, ldk, sh.k, ldk, sh.t, ldt, kChunk, kChunk, d.cp,
                                              Causal::kLowerOutput, 0.f, 1.f);
-  for (int i = threadIdx.x; i < kChunk * d.c; i += blockDim.x) {  // F = diag(f) K
+  for (int i = threadIdx.x; i < kChunk * d.c; i += blockDim.x) {  // F = diag(f) K (and diag(e) K)
     const int r = i / d.c, col = i % d.c;
     a.f[(first + r) * d.c + col] = f[r] * sh.k[r * ldk + col];
+    if (a.ek != nullptr) a.ek[(first + r) * d.c + col] = e[r] * sh.k[r * ldk + col];
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < kChunk * kChunk; i += blockDim.x) {  // A, strictly lower
+  for (int i = threadIdx.x; i < kChunk * kChunk; i += blockDim.x) {  // A, strictly lower (and D, h)
     const int r = i / kChunk, s = i % kChunk;
-    sh.t[r * ldt + s] = s < r ? beta[r] * sh.t[r * ldt + s] * expf(b[r] - b[s]) : 0.f;
+    const float decay = s <= r ? expf(b[r] - b[s]) : 0.f, h = s < r ? sh.t[r * ldt + s] * decay : 0.f;
+    sh.t[r * ldt + s] = beta[r] * h;
+    if (a.h != nullptr) {
+      const int64_t at = first * kChunk + i;
+      a.h[at] = h, a.a[at] = beta[r] * h;
+      if (a.decay != nullptr) a.decay[at] = decay;
+    }
   }
   for (int i = threadIdx.x; i < kChunk * d.cp; i += blockDim.x) {  // diag(beta e) K
-    sh.k[(i / d.cp) * ldk + i % d.cp] *= beta[i / d.cp] * e[i / d.cp];
+    const int r = i / d.cp, col = i % d.cp;
+    sh.k[r * ldk + col] *= beta[r] * e[r];
+    if (a.kb != nullptr && col < d.c) a.kb[(first + r) * d.c + col] = sh.k[r * ldk + col];
   }
   __syncthreads();
   invert_unit_lower(sh.t, ldt, partial);
+  if (a.t != nullptr) {
+    for (int i = threadIdx.x; i < kChunk * kChunk; i += blockDim.x) {
+      a.t[first * kChunk + i] = sh.t[(i / kChunk) * ldt + i % kChunk];
+    }
+  }
   // W = T diag(beta e) K
   tile::block_mma<float, Split, true, true>(sh.t, ldt, sh.k, ldk, sh.out, ldo, kChunk, d.cp, kChunk,
                                             Causal::kLowerA, 0.f, 1.f);
