@@ -1,6 +1,7 @@
-// The parallel part of the CUDA delta rule in ATen (batched over heads and chunks, fp32): each chunk's UT
-// transform and the operands of the sequential sweeps (sweeps.cuh) before them, the outputs and every
-// gradient after them. Notation (as ../delta_rule.h, chunks of kChunk = 64): b the cumulative log-decay
+// The part of the CUDA delta rule's backward that runs in ATen (batched over heads and chunks, fp32): the
+// inputs in chunks and the products and terms of dq, dk and dv after the sweeps (sweeps.cuh); the chunks'
+// terms come from chunk.cuh, the sweeps' operands from chunk.cuh and backward_operands.cuh, d beta and
+// d log_decay from row_terms.cuh. Notation (as ../delta_rule.h, chunks of kChunk = 64): b the cumulative log-decay
 // inside a chunk, e = exp(b), f = exp(B - b), D[t][s] = exp(b_t - b_s) on and below the diagonal,
 // h = (K K^T) o D strictly below it, T = (I + diag(beta) h)^{-1}, P = (Q K^T) o D. Forward:
 //   W = T diag(beta e) K, U0 = T diag(beta) V, F = diag(f) K   -> sweep: S_c, U_c = U0 - W S_c
@@ -17,7 +18,6 @@
 
 #include <ATen/ATen.h>
 
-#include <limits>
 #include <optional>
 
 namespace lintf {

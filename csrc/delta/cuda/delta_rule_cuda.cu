@@ -1,7 +1,9 @@
 // CUDA kernels of the delta rule (schema and semantics in ../delta_rule.{cpp,h}) and their registration for CUDA
-// tensors: each chunk's WY form, the outputs and the gradients batched over all chunks in ATen (aten.h), the
-// state passes as sequential fp32 tensor-core sweeps (sweeps.cuh); fp32, bf16 and fp16 inputs, up to 128
-// features, sm_80+. Other inputs (fp64, wider heads, older GPUs) are refused here; the Python entry point
+// tensors: per-chunk kernels for each chunk's WY form and the outputs (chunk.cuh), the backward sweep's operands
+// (backward_operands.cuh) and the per-row gradient terms (row_terms.cuh), the state passes as sequential
+// fp32 tensor-core sweeps (sweeps.cuh), dq, dk, dv batched over all chunks in ATen (aten.h); fp32, bf16 and
+// fp16 inputs, up to 128 features, sm_80+. Other inputs (fp64, wider heads, older GPUs) are refused here; the
+// Python entry point
 // (lintf/ops/delta/rule.py) runs them on its PyTorch path. Empty sizes multiply nothing: the state only decays.
 #include "delta/cuda/chunk_launch.cuh"
 

@@ -1,8 +1,8 @@
-// The sequential sweeps of the CUDA delta rule (the rest of its chunked form is batched ATen, aten.h): one
+// The sequential sweeps of the CUDA delta rule (the rest of its chunked form: chunk.cuh, aten.h): one
 // block per (head, value tile) walks the chunks in order carrying its columns of the state, the one step
 // that cannot run in parallel because every chunk's update reads the state it enters with. Both sweeps run
-// fp32 tiles on the tensor cores (3xTF32, or TF32 when torch allows TF32 matmuls) over operands the ATen
-// part prepared per chunk (all (heads, chunks, kChunk, .) fp32, padded rows zero):
+// fp32 tiles on the tensor cores (3xTF32, or TF32 when torch allows TF32 matmuls) over operands prepared per
+// chunk (chunk.cuh, backward_operands.cuh; all (heads, chunks, kChunk, .) fp32, padded rows zero):
 //   forward:  U_c = U0_c - W_c S_c,  S_{c+1} = exp(B_c) S_c + F_c^T U_c
 //             (W = T diag(beta) diag(exp(b)) K, U0 = T diag(beta) V, F = diag(exp(B - b)) K; writes S_c, U_c)
 //   backward: dR_c = R0_c + Rt_c dS,  dS <- exp(B_c) dS + Qe_c^T dO_c - Kb_c^T dR_c, from the last chunk
