@@ -3,8 +3,8 @@
 // (backward_operands.cuh) and the per-row gradient terms (row_terms.cuh), the state passes as sequential
 // fp32 tensor-core sweeps (sweeps.cuh), dq, dk, dv batched over all chunks in ATen (aten.h); fp32, bf16 and
 // fp16 inputs, up to 128 features, sm_80+. Other inputs (fp64, wider heads, older GPUs) are refused here; the
-// Python entry point
-// (lintf/ops/delta/rule.py) runs them on its PyTorch path. Empty sizes multiply nothing: the state only decays.
+// Python entry point (lintf/ops/delta/rule.py) runs them on its PyTorch path. Empty sizes multiply nothing: the
+// state only decays.
 #include "delta/cuda/chunk_launch.cuh"
 
 #include <ATen/ATen.h>
