@@ -188,12 +188,13 @@ inline BackwardResult backward(const chunk::Dims& d, const at::Tensor& grad_out,
                                const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                const std::optional<at::Tensor>& log_decay, double scale, const at::Tensor& state0,
                                const at::Tensor& grad_state) {
+  const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();  // each copied at most once
   const auto decay = log_decay.has_value() ? log_decay->contiguous() : at::Tensor();
-  const auto prepared = prepare(d, k.contiguous(), v.contiguous(), beta.contiguous(), decay, true);
-  const Chunks x(q, k, v, beta, prepared);
+  const auto prepared = prepare(d, kc, vc, beta.contiguous(), decay, true);
+  const Chunks x(qc, kc, vc, beta, prepared);
   const auto swept = forward_sweep(d, prepared.u0, prepared.w, prepared.fk, prepared.whole, state0, q);
   const auto g = grad_out.to(q.scalar_type()).contiguous();
-  const auto [p, qe, dos, r0, rt] = backward_operands(d, q.contiguous(), k.contiguous(), g, prepared, scale);
+  const auto [p, qe, dos, r0, rt] = backward_operands(d, qc, kc, g, prepared, scale);
   auto grads = at::empty_like(swept.states), dr = at::empty_like(swept.u), d_state0 = at::empty_like(swept.last);
   SweepArgs a = sweep_args(d, x.whole, grad_state);
   a.prepared = r0.data_ptr<float>(), a.left = rt.data_ptr<float>(), a.right = qe.data_ptr<float>();
